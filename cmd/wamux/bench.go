@@ -1,0 +1,3 @@
+package main
+
+var runBench = notImplemented("bench")

@@ -1,0 +1,93 @@
+package wamux
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Domain error codes. They are what a client sees in
+// {"error":{"code":…,"message":…}}; anything else reaches it as EInternal.
+const (
+	EInvalid      = "invalid"      // bad input: malformed, unknown field, failed validation
+	EUnauthorized = "unauthorized" // missing or wrong credentials
+	EForbidden    = "forbidden"    // credentials fine, action not allowed
+	ENotFound     = "not_found"    // the named thing does not exist
+	EConflict     = "conflict"     // clashes with what is stored (same id, other content)
+	ETooLarge     = "too_large"    // body over the endpoint's limit
+	EUnavailable  = "unavailable"  // a dependency (store, stream) does not answer; retry later
+	EInternal     = "internal"     // a bug or an unexpected failure
+	ENotAllowed   = "not_allowed"  // wrong HTTP method
+	EUnsupported  = "unsupported"  // wrong content type
+	ERateLimited  = "rate_limited" // the client itself is sending too much
+	ENotImplement = "not_implemented"
+)
+
+// Error is a domain error: a code from the table above and a message that is
+// safe to show to the client (no SQL, no secrets, no stack).
+type Error struct {
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// Errorf builds a domain error with a formatted, client-safe message.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the domain code of err, or EInternal when err is not (and
+// does not wrap) a domain error. nil has no code.
+func ErrorCode(err error) string {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return EInternal
+}
+
+// ErrorMessage returns the client-safe message of err; infrastructure errors
+// become a generic text so their details stay in the server's log.
+func ErrorMessage(err error) string {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return "internal error"
+}
+
+// HTTPStatus is the single mapping from domain codes to HTTP statuses.
+func HTTPStatus(code string) int {
+	switch code {
+	case EInvalid:
+		return http.StatusBadRequest
+	case EUnauthorized:
+		return http.StatusUnauthorized
+	case EForbidden:
+		return http.StatusForbidden
+	case ENotFound:
+		return http.StatusNotFound
+	case EConflict:
+		return http.StatusConflict
+	case ETooLarge:
+		return http.StatusRequestEntityTooLarge
+	case EUnavailable:
+		return http.StatusServiceUnavailable
+	case ENotAllowed:
+		return http.StatusMethodNotAllowed
+	case EUnsupported:
+		return http.StatusUnsupportedMediaType
+	case ERateLimited:
+		return http.StatusTooManyRequests
+	case ENotImplement:
+		return http.StatusNotImplemented
+	}
+	return http.StatusInternalServerError
+}

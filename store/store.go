@@ -1,0 +1,252 @@
+// Package store defines the one interface through which wamux keeps its
+// source of truth. Two implementations exist — store/sqlite (embedded, the
+// default) and store/postgres (cluster) — and both pass the conformance
+// suite in store/storetest.
+//
+// Every method returns domain errors (*wamux.Error) for outcomes a caller
+// decides on (ENotFound, EConflict, EInvalid); infrastructure failures are
+// wrapped with %w and reach clients only as "internal" or "unavailable".
+// A method that returns nil has made its writes durable.
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/wamux/wamux"
+)
+
+// Store is the durable state of the gateway.
+type Store interface {
+	// Ping reports whether the store answers; /readyz uses it.
+	Ping(ctx context.Context) error
+	// Close flushes pending writes and releases connections.
+	Close() error
+
+	AccountStore
+	MessageStore
+	ReceiptStore
+	RoutingStore
+	SettingsStore
+}
+
+// AccountStore keeps the business phone numbers.
+type AccountStore interface {
+	// CreateAccount stores a new account; CreatedAt and UpdatedAt are set by
+	// the store. An existing id or phone_number_id → EConflict.
+	CreateAccount(ctx context.Context, a wamux.Account) (wamux.Account, error)
+	// GetAccount → ENotFound when absent.
+	GetAccount(ctx context.Context, id string) (wamux.Account, error)
+	// GetAccountByPhoneNumberID maps a webhook's metadata.phone_number_id to
+	// its account → ENotFound when absent.
+	GetAccountByPhoneNumberID(ctx context.Context, phoneNumberID string) (wamux.Account, error)
+	// ListAccounts returns every account ordered by id.
+	ListAccounts(ctx context.Context) ([]wamux.Account, error)
+	// UpdateAccount applies the non-nil fields of p → ENotFound when absent.
+	UpdateAccount(ctx context.Context, id string, p AccountPatch) (wamux.Account, error)
+}
+
+// AccountPatch names the account fields that may change at runtime; nil
+// fields stay as they are.
+type AccountPatch struct {
+	RatePerSec    *float64
+	Burst         *int
+	State         *wamux.AccountState
+	CooldownUntil *time.Time
+	AccessToken   *string
+	BaseURL       *string
+}
+
+// InsertOutcome says what InsertMessages did with one message.
+type InsertOutcome int
+
+const (
+	// Inserted: the message is new and now durable.
+	Inserted InsertOutcome = iota
+	// Duplicate: the msg_id exists with the same ContentHash; nothing changed.
+	Duplicate
+	// Conflict: the msg_id exists with other content, or another msg_id
+	// holds the same (account_id, client_seq); nothing changed.
+	Conflict
+)
+
+func (o InsertOutcome) String() string {
+	switch o {
+	case Inserted:
+		return "inserted"
+	case Duplicate:
+		return "duplicate"
+	case Conflict:
+		return "conflict"
+	}
+	return "unknown"
+}
+
+// InsertResult is the outcome for one message of an InsertMessages call.
+type InsertResult struct {
+	Outcome InsertOutcome
+	// Existing is the stored message for Duplicate and Conflict.
+	Existing *wamux.Message
+}
+
+// MessageStore keeps outbound messages and their lifecycle.
+type MessageStore interface {
+	// InsertMessages stores messages, deciding each one on its own: one
+	// conflict does not fail the others. Results are in input order.
+	// CreatedAt and UpdatedAt are set by the store.
+	InsertMessages(ctx context.Context, msgs []wamux.Message) ([]InsertResult, error)
+	// GetMessage → ENotFound when absent.
+	GetMessage(ctx context.Context, msgID string) (wamux.Message, error)
+	// GetMessageByWAMID finds the message the provider accepted under wamid
+	// → ENotFound when absent.
+	GetMessageByWAMID(ctx context.Context, wamid string) (wamux.Message, error)
+	// UpdateMessage changes one message's lifecycle fields. When u.From is
+	// not empty the update applies only if the current status is one of
+	// them (compare-and-set) and reports false otherwise.
+	// A wamid already used by another message → EConflict.
+	UpdateMessage(ctx context.Context, u MessageUpdate) (bool, error)
+	// ListMessages returns messages of one account (all accounts when
+	// AccountID is empty) in the given statuses, oldest first.
+	ListMessages(ctx context.Context, f MessageFilter) ([]wamux.Message, error)
+}
+
+// MessageUpdate is one lifecycle transition of a message.
+type MessageUpdate struct {
+	MsgID  string
+	From   []wamux.Status // optional precondition on the current status
+	Status wamux.Status
+	// WAMID is set when non-empty; it is never cleared.
+	WAMID string
+	// AttemptsDelta is added to Attempts (1 before each provider call).
+	AttemptsDelta int
+	// LastError replaces the last error when non-nil.
+	LastError *string
+	// AccountID moves the message to another account when non-empty
+	// (re-routing after its owner was disabled).
+	AccountID string
+}
+
+// MessageFilter selects messages for ListMessages.
+type MessageFilter struct {
+	AccountID string
+	Statuses  []wamux.Status
+	Limit     int // 0 means 1000
+}
+
+// ReceiptStore keeps receipts, the merged current status per provider
+// message, the late-receipt audit and dead letters.
+type ReceiptStore interface {
+	// InsertReceipts stores receipts and reports for each whether it was new
+	// (true) or already stored under the same (message_id, account_id,
+	// receipt_type) (false). Results are in input order; repeats inside one
+	// call count once.
+	InsertReceipts(ctx context.Context, rs []wamux.Receipt) ([]bool, error)
+	// HasReceipts reports for each key whether a receipt with that triple is
+	// stored; the Bloom layer confirms its hits with it.
+	HasReceipts(ctx context.Context, keys []ReceiptKey) ([]bool, error)
+	// ListReceipts returns the receipts stored for one provider message.
+	ListReceipts(ctx context.Context, accountID, messageID string) ([]wamux.Receipt, error)
+
+	// GetStates returns the current merged status of provider messages;
+	// a message without one is absent from the map.
+	GetStates(ctx context.Context, keys []StateKey) (map[StateKey]MessageState, error)
+	// PutStates writes merged statuses (insert or replace).
+	PutStates(ctx context.Context, states []MessageState) error
+
+	// AddLateReceipts records receipts that arrived too late to change the
+	// state, for audit.
+	AddLateReceipts(ctx context.Context, rs []LateReceipt) error
+	// ListLateReceipts returns the newest audited receipts first.
+	ListLateReceipts(ctx context.Context, limit int) ([]LateReceipt, error)
+
+	// AddDeadLetters keeps input that could not be processed, with why.
+	AddDeadLetters(ctx context.Context, ds []DeadLetter) error
+	// ListDeadLetters returns the newest dead letters first.
+	ListDeadLetters(ctx context.Context, limit int) ([]DeadLetter, error)
+}
+
+// ReceiptKey is the uniqueness triple of a receipt.
+type ReceiptKey struct {
+	MessageID string
+	AccountID string
+	Type      wamux.ReceiptType
+}
+
+// StateKey names one provider message of one account.
+type StateKey struct {
+	AccountID string
+	MessageID string
+}
+
+// MessageState is the merged current status of one provider message.
+type MessageState struct {
+	StateKey
+	Type      wamux.ReceiptType
+	EventTime time.Time
+	ErrorCode int
+	UpdatedAt time.Time
+}
+
+// LateReceipt is a receipt kept for audit instead of being merged.
+type LateReceipt struct {
+	wamux.Receipt
+	Reason     string
+	RecordedAt time.Time
+}
+
+// DeadLetter is input that failed processing for good.
+type DeadLetter struct {
+	ID         int64
+	Source     string // "webhook", "agent", "dispatch", …
+	AccountID  string
+	Reason     string
+	Payload    []byte
+	RecordedAt time.Time
+}
+
+// RoutingStore keeps which account owns a recipient and the per-account
+// sequence state.
+type RoutingStore interface {
+	// GetOwner returns the account that owns the recipient → ENotFound when
+	// none does.
+	GetOwner(ctx context.Context, recipient string) (string, error)
+	// SetOwner makes accountID the owner of recipient and records the move
+	// (from the previous owner, if any) with its reason.
+	SetOwner(ctx context.Context, recipient, accountID, reason string) error
+	// ListOwnerMoves returns the recorded ownership moves of a recipient,
+	// oldest first.
+	ListOwnerMoves(ctx context.Context, recipient string) ([]OwnerMove, error)
+
+	// GetSeq returns the sequence state of an account; a fresh account has
+	// NextSeq 1.
+	GetSeq(ctx context.Context, accountID string) (SeqState, error)
+	// PutSeq stores the sequence state of an account.
+	PutSeq(ctx context.Context, s SeqState) error
+}
+
+// OwnerMove is one recorded change of a recipient's owning account.
+type OwnerMove struct {
+	Recipient string
+	From      string // empty for the first assignment
+	To        string
+	Reason    string
+	MovedAt   time.Time
+}
+
+// SeqState is where an account's client_seq stream stands.
+type SeqState struct {
+	AccountID string
+	// NextSeq is the next client_seq the sequencer will release.
+	NextSeq int64
+	// GapsSkipped counts seqs given up on after the gap timeout.
+	GapsSkipped int64
+	UpdatedAt   time.Time
+}
+
+// SettingsStore keeps the runtime settings changed through /v1/config.
+type SettingsStore interface {
+	// Settings returns every stored setting (key → value as text).
+	Settings(ctx context.Context) (map[string]string, error)
+	// PutSettings stores the given settings in one transaction.
+	PutSettings(ctx context.Context, kv map[string]string) error
+}
