@@ -1,0 +1,245 @@
+// Package config builds the gateway's static configuration from defaults,
+// an optional YAML file, WAMUX_* environment variables and command-line
+// flags, in that order of precedence (flags win).
+//
+// Runtime settings that change without a restart (gap_timeout, rates, …)
+// are not here: they live in the store and are changed through /v1/config.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Defaults for a gateway started with no configuration at all: an embedded,
+// loopback-only gateway keeping its data in ./data.
+const (
+	ListenDefault          = "127.0.0.1:8080"
+	DataDirDefault         = "data"
+	StoreDefault           = "sqlite"
+	LogFormatDefault       = "text"
+	LogLevelDefault        = "info"
+	ShutdownTimeoutDefault = 15 * time.Second
+)
+
+// Config is the static configuration of `wamux serve`.
+type Config struct {
+	// Listen is the HTTP address; loopback by default because /metrics and
+	// the dashboard are unauthenticated.
+	Listen string `yaml:"listen"`
+	// DataDir holds the SQLite database in embedded mode.
+	DataDir string `yaml:"data_dir"`
+	// Store is "sqlite" (embedded) or a PostgreSQL URL (postgres://…).
+	Store string `yaml:"store"`
+	// Kafka and Redis are the cluster backends (seed brokers, address);
+	// empty means in-process.
+	Kafka string `yaml:"kafka"`
+	Redis string `yaml:"redis"`
+	// APIKeys authenticate /v1 (Authorization: Bearer <key>).
+	APIKeys []string `yaml:"api_keys"`
+	// AppSecret verifies X-Hub-Signature-256 on /webhook.
+	AppSecret string `yaml:"app_secret"`
+	// VerifyToken answers Meta's webhook verification handshake.
+	VerifyToken string `yaml:"verify_token"`
+	// LogFormat is "text" or "json"; LogLevel one of debug, info, warn, error.
+	LogFormat string `yaml:"log_format"`
+	LogLevel  string `yaml:"log_level"`
+	// ShutdownTimeout bounds the drain of in-flight work on SIGINT/SIGTERM.
+	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("15s") in
+// YAML.
+type Duration time.Duration
+
+// UnmarshalYAML reads a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return fmt.Errorf("duration must be a string like \"15s\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Default returns the configuration used when nothing is given.
+func Default() Config {
+	return Config{
+		Listen:          ListenDefault,
+		DataDir:         DataDirDefault,
+		Store:           StoreDefault,
+		LogFormat:       LogFormatDefault,
+		LogLevel:        LogLevelDefault,
+		ShutdownTimeout: Duration(ShutdownTimeoutDefault),
+	}
+}
+
+// Validate reports the first thing wrong with c.
+func (c Config) Validate() error {
+	if c.Listen == "" {
+		return errors.New("listen must not be empty")
+	}
+	if c.Store != "sqlite" && !strings.HasPrefix(c.Store, "postgres://") && !strings.HasPrefix(c.Store, "postgresql://") {
+		return fmt.Errorf("store must be \"sqlite\" or a postgres:// URL, got %q", redactURL(c.Store))
+	}
+	if c.Store == "sqlite" && c.DataDir == "" {
+		return errors.New("data_dir must not be empty with the sqlite store")
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		return fmt.Errorf("log_format must be text or json, got %q", c.LogFormat)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("log_level must be debug, info, warn or error, got %q", c.LogLevel)
+	}
+	if c.ShutdownTimeout <= 0 {
+		return errors.New("shutdown_timeout must be positive")
+	}
+	for _, k := range c.APIKeys {
+		if len(k) < 8 {
+			return errors.New("every API key must be at least 8 characters")
+		}
+	}
+	return nil
+}
+
+// Load builds the configuration of `wamux serve` from args (without the
+// subcommand name) and the environment. Usage and flag errors are written
+// to out. It returns flag.ErrHelp when --help was asked for.
+func Load(args []string, getenv func(string) string, out io.Writer) (Config, error) {
+	c := Default()
+	fs := flag.NewFlagSet("wamux serve", flag.ContinueOnError)
+	fs.SetOutput(out)
+	configFile := fs.String("config", "", "YAML configuration file (optional)")
+	listen := fs.String("listen", ListenDefault, "HTTP listen address")
+	dataDir := fs.String("data-dir", DataDirDefault, "directory for the embedded SQLite database")
+	storeFlag := fs.String("store", StoreDefault, `"sqlite" or a PostgreSQL URL (postgres://user@host:5432/db)`)
+	kafka := fs.String("kafka", "", "Kafka seed brokers, comma-separated (cluster mode; empty: in-process streams)")
+	redis := fs.String("redis", "", "Redis address host:port (cluster mode; empty: in-process limiter)")
+	logFormat := fs.String("log-format", LogFormatDefault, "log format: text or json")
+	logLevel := fs.String("log-level", LogLevelDefault, "log level: debug, info, warn or error")
+	shutdown := fs.Duration("shutdown-timeout", ShutdownTimeoutDefault, "bound on draining in-flight work at shutdown")
+	fs.Usage = func() {
+		fmt.Fprintln(out, "usage: wamux serve [flags]")
+		fmt.Fprintln(out, "\nRuns the gateway. Precedence: flags > WAMUX_* environment > config file > defaults.")
+		fmt.Fprintln(out, "Secrets come from the environment: WAMUX_API_KEYS (comma-separated), WAMUX_APP_SECRET, WAMUX_VERIFY_TOKEN.")
+		fmt.Fprintln(out, "\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+
+	path := *configFile
+	if path == "" {
+		path = getenv("WAMUX_CONFIG")
+	}
+	if path != "" {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return Config{}, fmt.Errorf("read config file: %w", err)
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(raw))
+		dec.KnownFields(true)
+		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+			return Config{}, fmt.Errorf("config file %s: %w", path, err)
+		}
+	}
+
+	env := func(name string, dst *string) {
+		if v := getenv(name); v != "" {
+			*dst = v
+		}
+	}
+	env("WAMUX_LISTEN", &c.Listen)
+	env("WAMUX_DATA_DIR", &c.DataDir)
+	env("WAMUX_STORE", &c.Store)
+	env("WAMUX_KAFKA", &c.Kafka)
+	env("WAMUX_REDIS", &c.Redis)
+	env("WAMUX_APP_SECRET", &c.AppSecret)
+	env("WAMUX_VERIFY_TOKEN", &c.VerifyToken)
+	env("WAMUX_LOG_FORMAT", &c.LogFormat)
+	env("WAMUX_LOG_LEVEL", &c.LogLevel)
+	if v := getenv("WAMUX_API_KEYS"); v != "" {
+		c.APIKeys = splitList(v)
+	}
+	if v := getenv("WAMUX_SHUTDOWN_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return Config{}, fmt.Errorf("WAMUX_SHUTDOWN_TIMEOUT: %w", err)
+		}
+		c.ShutdownTimeout = Duration(d)
+	}
+
+	// Only flags given explicitly override: a flag's default must not undo
+	// what the file or the environment said.
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "listen":
+			c.Listen = *listen
+		case "data-dir":
+			c.DataDir = *dataDir
+		case "store":
+			c.Store = *storeFlag
+		case "kafka":
+			c.Kafka = *kafka
+		case "redis":
+			c.Redis = *redis
+		case "log-format":
+			c.LogFormat = *logFormat
+		case "log-level":
+			c.LogLevel = *logLevel
+		case "shutdown-timeout":
+			c.ShutdownTimeout = Duration(*shutdown)
+		}
+	})
+	if err := c.Validate(); err != nil {
+		return Config{}, fmt.Errorf("invalid configuration: %w", err)
+	}
+	return c, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// redactURL hides a password in a store URL before it is shown anywhere.
+func redactURL(s string) string {
+	at := strings.LastIndex(s, "@")
+	scheme := strings.Index(s, "://")
+	if at < 0 || scheme < 0 || at < scheme {
+		return s
+	}
+	cred := s[scheme+3 : at]
+	if i := strings.Index(cred, ":"); i >= 0 {
+		return s[:scheme+3] + cred[:i] + ":xxxxx" + s[at:]
+	}
+	return s
+}
+
+// RedactedStore is the store setting safe to log.
+func (c Config) RedactedStore() string { return redactURL(c.Store) }

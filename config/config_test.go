@@ -1,0 +1,113 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestDefaultsWithNothingGiven(t *testing.T) {
+	c, err := Load(nil, envOf(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.1:8080" || c.DataDir != "data" || c.Store != "sqlite" {
+		t.Fatalf("defaults = %+v", c)
+	}
+	if time.Duration(c.ShutdownTimeout) != ShutdownTimeoutDefault {
+		t.Fatalf("shutdown timeout = %v", time.Duration(c.ShutdownTimeout))
+	}
+}
+
+func TestPrecedenceFlagsOverEnvOverFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "wamux.yaml")
+	file := "listen: 127.0.0.1:7000\ndata_dir: /from/file\nlog_format: json\nshutdown_timeout: 3s\napi_keys: [filekey-123]\n"
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := envOf(map[string]string{"WAMUX_DATA_DIR": "/from/env", "WAMUX_LISTEN": "127.0.0.1:7001", "WAMUX_API_KEYS": "envkey-111, envkey-222"})
+	c, err := Load([]string{"--config", path, "--listen", "127.0.0.1:7002"}, env, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.1:7002" {
+		t.Errorf("listen = %q, want the flag's", c.Listen)
+	}
+	if c.DataDir != "/from/env" {
+		t.Errorf("data_dir = %q, want the environment's", c.DataDir)
+	}
+	if c.LogFormat != "json" || time.Duration(c.ShutdownTimeout) != 3*time.Second {
+		t.Errorf("file values lost: %+v", c)
+	}
+	if len(c.APIKeys) != 2 || c.APIKeys[0] != "envkey-111" || c.APIKeys[1] != "envkey-222" {
+		t.Errorf("api keys = %q", c.APIKeys)
+	}
+}
+
+func TestFlagDefaultDoesNotOverrideFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "wamux.yaml")
+	if err := os.WriteFile(path, []byte("listen: 127.0.0.1:7000\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load([]string{"--config", path, "--data-dir", "x"}, envOf(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.1:7000" {
+		t.Fatalf("listen = %q; an unset flag's default replaced the file's value", c.Listen)
+	}
+}
+
+func TestRejectsBadConfig(t *testing.T) {
+	dir := t.TempDir()
+	unknown := filepath.Join(dir, "unknown.yaml")
+	os.WriteFile(unknown, []byte("lisen: x\n"), 0o600)
+	badDur := filepath.Join(dir, "dur.yaml")
+	os.WriteFile(badDur, []byte("shutdown_timeout: soon\n"), 0o600)
+	cases := map[string][]string{
+		"unknown key":    {"--config", unknown},
+		"bad duration":   {"--config", badDur},
+		"bad store":      {"--store", "mysql://x"},
+		"bad log format": {"--log-format", "xml"},
+		"missing file":   {"--config", filepath.Join(dir, "nope.yaml")},
+		"stray argument": {"extra"},
+		"zero shutdown":  {"--shutdown-timeout", "0s"},
+		"short api key":  nil,
+	}
+	for name, args := range cases {
+		env := envOf(nil)
+		if name == "short api key" {
+			env = envOf(map[string]string{"WAMUX_API_KEYS": "abc"})
+		}
+		if _, err := Load(args, env, io.Discard); err == nil {
+			t.Errorf("%s: Load accepted it", name)
+		}
+	}
+}
+
+func TestHelp(t *testing.T) {
+	var out strings.Builder
+	_, err := Load([]string{"--help"}, envOf(nil), &out)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("err = %v, want flag.ErrHelp", err)
+	}
+	for _, f := range []string{"-listen", "-data-dir", "-config", "-store", "-kafka", "-redis", "WAMUX_API_KEYS"} {
+		if !strings.Contains(out.String(), f) {
+			t.Errorf("help does not mention %s", f)
+		}
+	}
+}
+
+func TestRedactStorePassword(t *testing.T) {
+	c := Config{Store: "postgres://app:hunter2@db:5432/wamux"}
+	if got := c.RedactedStore(); strings.Contains(got, "hunter2") {
+		t.Fatalf("redacted store still has the password: %s", got)
+	}
+}

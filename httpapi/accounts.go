@@ -1,0 +1,293 @@
+package httpapi
+
+import (
+	"context"
+	"math"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/store"
+)
+
+// Limits on account settings. 1,000 msg/s is far above any Cloud API tier
+// (80/s default, up to 1,000/s on request), so a larger value is a typo.
+const (
+	ratePerSecDefault = 80
+	ratePerSecMax     = 1000
+	burstMax          = 10000
+)
+
+var (
+	accountIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+	digitsPattern    = regexp.MustCompile(`^[0-9]{1,32}$`)
+)
+
+type createAccountRequest struct {
+	ID            string   `json:"id"`
+	PhoneNumberID string   `json:"phone_number_id"`
+	AccessToken   string   `json:"access_token"`
+	BaseURL       string   `json:"base_url"`
+	RatePerSec    *float64 `json:"rate_per_sec"`
+	Burst         *int     `json:"burst"`
+}
+
+type patchAccountRequest struct {
+	RatePerSec  *float64 `json:"rate_per_sec"`
+	Burst       *int     `json:"burst"`
+	State       *string  `json:"state"`
+	AccessToken *string  `json:"access_token"`
+	BaseURL     *string  `json:"base_url"`
+}
+
+// accountResponse is what clients see of an account: never the token.
+type accountResponse struct {
+	ID            string         `json:"id"`
+	PhoneNumberID string         `json:"phone_number_id"`
+	BaseURL       string         `json:"base_url"`
+	RatePerSec    float64        `json:"rate_per_sec"`
+	Burst         int            `json:"burst"`
+	State         string         `json:"state"`
+	CooldownUntil *time.Time     `json:"cooldown_until"`
+	Tokens        float64        `json:"tokens"`
+	QueueDepth    map[string]int `json:"queue_depth"`
+	CreatedAt     time.Time      `json:"created_at"`
+	UpdatedAt     time.Time      `json:"updated_at"`
+}
+
+func (s *Server) accountView(a wamux.Account) accountResponse {
+	v := accountResponse{
+		ID:            a.ID,
+		PhoneNumberID: a.PhoneNumberID,
+		BaseURL:       a.BaseURL,
+		RatePerSec:    a.RatePerSec,
+		Burst:         a.Burst,
+		State:         string(a.State),
+		Tokens:        float64(a.Burst),
+		QueueDepth:    map[string]int{"P0": 0, "P1": 0, "P2": 0},
+		CreatedAt:     a.CreatedAt,
+		UpdatedAt:     a.UpdatedAt,
+	}
+	if !a.CooldownUntil.IsZero() {
+		t := a.CooldownUntil
+		v.CooldownUntil = &t
+	}
+	if s.live != nil {
+		if tok, ok := s.live.Tokens(a.ID); ok {
+			v.Tokens = tok
+		}
+		d := s.live.QueueDepth(a.ID)
+		v.QueueDepth = map[string]int{"P0": d[0], "P1": d[1], "P2": d[2]}
+	}
+	return v
+}
+
+func (s *Server) storeCtx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), s.storeTimeout)
+}
+
+func (s *Server) handleCreateAccount(w http.ResponseWriter, r *http.Request) {
+	var req createAccountRequest
+	if err := decodeJSON(w, r, MaxBodyV1, &req); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	a, err := req.validate()
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	ctx, cancel := s.storeCtx(r)
+	defer cancel()
+	created, err := s.store.CreateAccount(ctx, a)
+	if err != nil {
+		s.fail(w, r, "create account", err)
+		return
+	}
+	s.logger(r).Info("account created", "account_id", created.ID, "rate_per_sec", created.RatePerSec, "burst", created.Burst)
+	w.Header().Set("Location", "/v1/accounts/"+url.PathEscape(created.ID))
+	writeJSON(w, http.StatusCreated, s.accountView(created))
+}
+
+func (req createAccountRequest) validate() (wamux.Account, error) {
+	a := wamux.Account{
+		ID:            req.ID,
+		PhoneNumberID: req.PhoneNumberID,
+		AccessToken:   req.AccessToken,
+		BaseURL:       req.BaseURL,
+		RatePerSec:    ratePerSecDefault,
+		State:         wamux.AccountActive,
+	}
+	switch {
+	case req.ID == "":
+		return a, wamux.Errorf(wamux.EInvalid, "id is required")
+	case !accountIDPattern.MatchString(req.ID):
+		return a, wamux.Errorf(wamux.EInvalid, "id must be 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit")
+	case req.PhoneNumberID == "":
+		return a, wamux.Errorf(wamux.EInvalid, "phone_number_id is required")
+	case !digitsPattern.MatchString(req.PhoneNumberID):
+		return a, wamux.Errorf(wamux.EInvalid, "phone_number_id must be the numeric id of the business phone number")
+	}
+	if err := validToken(req.AccessToken); err != nil {
+		return a, err
+	}
+	if a.BaseURL == "" {
+		a.BaseURL = wamux.DefaultBaseURL
+	}
+	if err := validBaseURL(a.BaseURL); err != nil {
+		return a, err
+	}
+	if req.RatePerSec != nil {
+		a.RatePerSec = *req.RatePerSec
+	}
+	if err := validRate(a.RatePerSec); err != nil {
+		return a, err
+	}
+	a.Burst = int(math.Ceil(a.RatePerSec))
+	if req.Burst != nil {
+		a.Burst = *req.Burst
+	}
+	if err := validBurst(a.Burst); err != nil {
+		return a, err
+	}
+	return a, nil
+}
+
+func validToken(t string) error {
+	switch {
+	case t == "":
+		return wamux.Errorf(wamux.EInvalid, "access_token is required")
+	case len(t) > 4096 || strings.ContainsAny(t, " \t\r\n"):
+		return wamux.Errorf(wamux.EInvalid, "access_token must be a single token of at most 4096 characters")
+	}
+	return nil
+}
+
+func validBaseURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return wamux.Errorf(wamux.EInvalid, "base_url must be an absolute http(s) URL without credentials")
+	}
+	return nil
+}
+
+func validRate(r float64) error {
+	if math.IsNaN(r) || r <= 0 || r > ratePerSecMax {
+		return wamux.Errorf(wamux.EInvalid, "rate_per_sec must be > 0 and <= %d", ratePerSecMax)
+	}
+	return nil
+}
+
+func validBurst(b int) error {
+	if b < 1 || b > burstMax {
+		return wamux.Errorf(wamux.EInvalid, "burst must be between 1 and %d", burstMax)
+	}
+	return nil
+}
+
+func (s *Server) handleListAccounts(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.storeCtx(r)
+	defer cancel()
+	accounts, err := s.store.ListAccounts(ctx)
+	if err != nil {
+		s.fail(w, r, "list accounts", err)
+		return
+	}
+	out := make([]accountResponse, 0, len(accounts))
+	for _, a := range accounts {
+		out = append(out, s.accountView(a))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"accounts": out})
+}
+
+func (s *Server) handleGetAccount(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.storeCtx(r)
+	defer cancel()
+	a, err := s.store.GetAccount(ctx, r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, "get account", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.accountView(a))
+}
+
+func (s *Server) handlePatchAccount(w http.ResponseWriter, r *http.Request) {
+	var req patchAccountRequest
+	if err := decodeJSON(w, r, MaxBodyV1, &req); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	p, err := req.validate()
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	ctx, cancel := s.storeCtx(r)
+	defer cancel()
+	id := r.PathValue("id")
+	before, err := s.store.GetAccount(ctx, id)
+	if err != nil {
+		s.fail(w, r, "get account", err)
+		return
+	}
+	// A burst given alone is checked against nothing else; a rate given
+	// alone keeps the stored burst, which is valid on its own.
+	after, err := s.store.UpdateAccount(ctx, id, p)
+	if err != nil {
+		s.fail(w, r, "update account", err)
+		return
+	}
+	s.logger(r).Info("account changed", "account_id", id,
+		"rate_per_sec_old", before.RatePerSec, "rate_per_sec_new", after.RatePerSec,
+		"burst_old", before.Burst, "burst_new", after.Burst,
+		"state_old", before.State, "state_new", after.State,
+		"token_changed", p.AccessToken != nil)
+	writeJSON(w, http.StatusOK, s.accountView(after))
+}
+
+func (req patchAccountRequest) validate() (store.AccountPatch, error) {
+	var p store.AccountPatch
+	if req.RatePerSec == nil && req.Burst == nil && req.State == nil && req.AccessToken == nil && req.BaseURL == nil {
+		return p, wamux.Errorf(wamux.EInvalid, "nothing to change: give rate_per_sec, burst, state, access_token or base_url")
+	}
+	if req.RatePerSec != nil {
+		if err := validRate(*req.RatePerSec); err != nil {
+			return p, err
+		}
+		p.RatePerSec = req.RatePerSec
+	}
+	if req.Burst != nil {
+		if err := validBurst(*req.Burst); err != nil {
+			return p, err
+		}
+		p.Burst = req.Burst
+	}
+	if req.State != nil {
+		st := wamux.AccountState(*req.State)
+		if !st.Valid() {
+			return p, wamux.Errorf(wamux.EInvalid, "state must be active, cooldown or disabled")
+		}
+		p.State = &st
+		if st == wamux.AccountActive {
+			// Re-activating ends any cooldown the gateway had set.
+			zero := time.Time{}
+			p.CooldownUntil = &zero
+		}
+	}
+	if req.AccessToken != nil {
+		if err := validToken(*req.AccessToken); err != nil {
+			return p, err
+		}
+		p.AccessToken = req.AccessToken
+	}
+	if req.BaseURL != nil {
+		if err := validBaseURL(*req.BaseURL); err != nil {
+			return p, err
+		}
+		p.BaseURL = req.BaseURL
+	}
+	return p, nil
+}

@@ -1,0 +1,127 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+
+	"github.com/wamux/wamux"
+)
+
+type errorBody struct {
+	Code      string `json:"code"`
+	Message   string `json:"message"`
+	RequestID string `json:"request_id,omitempty"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeError sends the error envelope. Domain errors carry their own
+// client-safe message; anything else is logged here with the request id and
+// leaves as "internal" or "unavailable" without its details (no SQL, no
+// stack traces).
+func writeError(w http.ResponseWriter, r *http.Request, err error) {
+	code := wamux.ErrorCode(err)
+	msg := wamux.ErrorMessage(err)
+	if code == wamux.EInternal && unavailable(err) {
+		code, msg = wamux.EUnavailable, "a dependency does not answer; retry later"
+	}
+	writeJSON(w, wamux.HTTPStatus(code), map[string]errorBody{
+		"error": {Code: code, Message: msg, RequestID: requestID(r.Context())},
+	})
+}
+
+// fail logs an infrastructure error with what was being done and answers.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, doing string, err error) {
+	if c := wamux.ErrorCode(err); c == wamux.EInternal || c == wamux.EUnavailable {
+		s.logger(r).Error(doing+" failed", "err", err)
+	}
+	writeError(w, r, err)
+}
+
+// unavailable tells a dependency that did not answer (the client may retry)
+// from a failure that retrying will not fix.
+func unavailable(err error) bool {
+	var netErr net.Error
+	return errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNRESET) ||
+		errors.As(err, &netErr)
+}
+
+// decodeJSON reads one JSON object of at most limit bytes into dst,
+// rejecting unknown fields, trailing data and non-JSON content types. All
+// failures are client errors (400, 413, 415) and nothing has been written.
+func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, dst any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			return wamux.Errorf(wamux.EUnsupported, "Content-Type must be application/json")
+		}
+	}
+	body := http.MaxBytesReader(w, r.Body, limit)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return jsonError(err, limit)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return jsonError(err, limit)
+		}
+		return wamux.Errorf(wamux.EInvalid, "request body must hold a single JSON object")
+	}
+	return nil
+}
+
+func jsonError(err error, limit int64) error {
+	var (
+		tooLarge  *http.MaxBytesError
+		syntax    *json.SyntaxError
+		typeError *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &tooLarge):
+		return wamux.Errorf(wamux.ETooLarge, "request body exceeds %d bytes", limit)
+	case errors.Is(err, io.EOF):
+		return wamux.Errorf(wamux.EInvalid, "request body is empty; a JSON object is required")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return wamux.Errorf(wamux.EInvalid, "request body is truncated JSON")
+	case errors.As(err, &syntax):
+		return wamux.Errorf(wamux.EInvalid, "malformed JSON at byte %d", syntax.Offset)
+	case errors.As(err, &typeError):
+		if typeError.Field != "" {
+			return wamux.Errorf(wamux.EInvalid, "field %q must be %s", typeError.Field, jsonKind(typeError.Type.Kind().String()))
+		}
+		return wamux.Errorf(wamux.EInvalid, "request body must be a JSON object")
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return wamux.Errorf(wamux.EInvalid, "unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	}
+	return wamux.Errorf(wamux.EInvalid, "invalid JSON body")
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "string":
+		return "a string"
+	case "float64", "float32", "int", "int64", "int32", "uint", "uint64":
+		return "a number"
+	case "bool":
+		return "a boolean"
+	case "slice":
+		return "an array"
+	}
+	return fmt.Sprintf("of type %s", goKind)
+}

@@ -1,0 +1,122 @@
+// Package httpapi is the gateway's HTTP surface: the /v1 REST API, health
+// and readiness, metrics, and (later) the webhook endpoint and dashboard.
+// Handlers validate before they write, and every error leaves as the JSON
+// envelope {"error":{"code","message","request_id"}}.
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/wamux/wamux/store"
+)
+
+// Body limits from the contract: larger bodies get 413.
+const (
+	MaxBodyV1      = 1 << 20 // 1 MiB on /v1
+	MaxBodyBatch   = 8 << 20 // 8 MiB on batch endpoints
+	MaxBodyWebhook = 3 << 20 // 3 MiB on /webhook
+)
+
+// LiveState reports what only the running dispatcher knows about an
+// account: the tokens left in its bucket and its queue depth per priority.
+type LiveState interface {
+	Tokens(accountID string) (float64, bool)
+	QueueDepth(accountID string) [3]int
+}
+
+// Config holds what the server needs; Store, Logger and Registry are
+// required.
+type Config struct {
+	Store    store.Store
+	Logger   *slog.Logger
+	Registry *prometheus.Registry
+	// APIKeys authenticate /v1. With none configured every /v1 request is
+	// refused: an open API would let anyone send from every account.
+	APIKeys []string
+	// Live is optional; without it an account reports a full bucket and
+	// empty queues (nothing is being sent).
+	Live LiveState
+	// StoreTimeout bounds each store call made for a request.
+	StoreTimeout time.Duration
+}
+
+// Server serves the HTTP API.
+type Server struct {
+	store        store.Store
+	log          *slog.Logger
+	auth         *apiKeys
+	live         LiveState
+	metrics      *metrics
+	registry     *prometheus.Registry
+	storeTimeout time.Duration
+	handler      http.Handler
+}
+
+// New builds the server and registers its metrics on cfg.Registry.
+func New(cfg Config) (*Server, error) {
+	m, err := newMetrics(cfg.Registry)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		store:        cfg.Store,
+		log:          cfg.Logger,
+		auth:         newAPIKeys(cfg.APIKeys),
+		live:         cfg.Live,
+		metrics:      m,
+		registry:     cfg.Registry,
+		storeTimeout: cfg.StoreTimeout,
+	}
+	if s.storeTimeout <= 0 {
+		s.storeTimeout = 10 * time.Second
+	}
+	s.handler = s.routes()
+	return s, nil
+}
+
+// ServeHTTP makes Server an http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	handle := func(pattern string, h http.HandlerFunc) {
+		mux.Handle(pattern, s.instrument(pattern, h))
+	}
+	handle("GET /healthz", s.handleHealthz)
+	handle("GET /readyz", s.handleReadyz)
+	mux.Handle("GET /metrics", s.instrument("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})))
+
+	v1 := func(pattern string, h http.HandlerFunc) { handle(pattern, s.requireKey(h)) }
+	v1("POST /v1/accounts", s.handleCreateAccount)
+	v1("GET /v1/accounts", s.handleListAccounts)
+	v1("GET /v1/accounts/{id}", s.handleGetAccount)
+	v1("PATCH /v1/accounts/{id}", s.handlePatchAccount)
+
+	return s.withRequestID(s.recoverPanics(jsonFallbacks(mux)))
+}
+
+func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// handleReadyz answers 200 only when the store answers, so a load balancer
+// stops sending to a node whose database is gone.
+func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.store.Ping(ctx); err != nil {
+		s.logger(r).Warn("readiness: store does not answer", "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{
+			"status": "unavailable",
+			"error":  errorBody{Code: "unavailable", Message: "store does not answer", RequestID: requestID(r.Context())},
+		})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
