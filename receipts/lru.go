@@ -1,0 +1,111 @@
+package receipts
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+
+	"github.com/wamux/wamux"
+)
+
+// Defaults of LRUConfig.
+const (
+	// LRUPerAccountDefault covers the bursts of webhook retries for one
+	// number: Meta resends a notification within minutes, not hours.
+	LRUPerAccountDefault = 5000
+	// LRUAccountsDefault bounds how many accounts keep a cache at once;
+	// with LRUPerAccountDefault that is at most 1,280,000 ids.
+	LRUAccountsDefault = 256
+)
+
+// ReceiptID names one receipt within its account: the provider message and
+// the receipt type, the L3 uniqueness triple without the account.
+type ReceiptID struct {
+	MessageID string
+	Type      wamux.ReceiptType
+}
+
+// LRUConfig sizes the L1 cache; zero fields take the defaults.
+type LRUConfig struct {
+	// PerAccount is how many receipt ids each account remembers.
+	PerAccount int
+	// Accounts is how many accounts have a cache at once; the one used
+	// least recently loses its cache when another account needs one.
+	Accounts int
+}
+
+// LRU is L1 of the dedup chain: per account, the ids of the receipts seen
+// most recently, kept in front of the stream so that a webhook retry storm
+// never reaches it. It is exact — a key is reported seen only if it was
+// recorded — so it never drops a new receipt; forgetting a key (eviction,
+// restart, another node) only costs a trip to L2 and L3.
+//
+// Memory is bounded by Accounts × PerAccount ids. One id costs about 160
+// bytes of cache structure plus the message_id it keeps alive (~60 bytes for
+// a wamid), so the defaults' worst case is 256 × 5,000 × ~220 B ≈ 280 MB;
+// the real figure follows the accounts active recently. Size Accounts to the
+// machine: 50 accounts with the default PerAccount take about 55 MB.
+//
+// LRU is safe for concurrent use. Each account has its own lock, so
+// accounts do not contend with each other beyond a short map lookup.
+type LRU struct {
+	perAccount int
+
+	mu       sync.Mutex
+	accounts *simplelru.LRU[string, *accountLRU]
+}
+
+type accountLRU struct {
+	mu   sync.Mutex
+	seen *simplelru.LRU[ReceiptID, struct{}]
+}
+
+// NewLRU builds an L1 cache; negative sizes are an error.
+func NewLRU(cfg LRUConfig) (*LRU, error) {
+	if cfg.PerAccount < 0 || cfg.Accounts < 0 {
+		return nil, fmt.Errorf("receipts: LRU sizes must not be negative: per account %d, accounts %d", cfg.PerAccount, cfg.Accounts)
+	}
+	if cfg.PerAccount == 0 {
+		cfg.PerAccount = LRUPerAccountDefault
+	}
+	if cfg.Accounts == 0 {
+		cfg.Accounts = LRUAccountsDefault
+	}
+	accounts, err := simplelru.NewLRU[string, *accountLRU](cfg.Accounts, nil)
+	if err != nil {
+		return nil, fmt.Errorf("receipts: account LRU: %w", err)
+	}
+	return &LRU{perAccount: cfg.PerAccount, accounts: accounts}, nil
+}
+
+// Seen records id for accountID and reports whether it was already there.
+// A hit makes id the most recent again, so a key that keeps being repeated
+// is not evicted by the stream of new ones.
+func (l *LRU) Seen(accountID string, id ReceiptID) bool {
+	a := l.account(accountID)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.seen.Get(id); ok {
+		return true
+	}
+	a.seen.Add(id, struct{}{})
+	return false
+}
+
+// account returns the cache of accountID, creating it when absent.
+func (l *LRU) account(accountID string) *accountLRU {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if a, ok := l.accounts.Get(accountID); ok {
+		return a
+	}
+	seen, err := simplelru.NewLRU[ReceiptID, struct{}](l.perAccount, nil)
+	if err != nil {
+		// NewLRU fails only on a non-positive size, which NewLRU rules out.
+		panic(fmt.Sprintf("receipts: per-account LRU: %v", err))
+	}
+	a := &accountLRU{seen: seen}
+	l.accounts.Add(accountID, a)
+	return a
+}
