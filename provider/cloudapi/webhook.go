@@ -1,0 +1,171 @@
+package cloudapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/wamux/wamux"
+)
+
+// The webhook envelope (reference §4.2). Every level is an array and a
+// single POST may carry several entries, changes and statuses, so
+// consumers must iterate all of them. Unknown fields are ignored, since
+// Meta adds fields between versions.
+
+// ObjectWhatsApp is the only Webhook.Object value for WhatsApp events.
+const ObjectWhatsApp = "whatsapp_business_account"
+
+// MaxWebhookBytes is the largest body Meta sends (3 MB); readers cap at it.
+const MaxWebhookBytes = 3 << 20
+
+// Webhook is one notification POST.
+type Webhook struct {
+	Object string  `json:"object"`
+	Entry  []Entry `json:"entry"`
+}
+
+// Entry groups changes of one WhatsApp Business Account (ID is the WABA id).
+type Entry struct {
+	ID      string   `json:"id"`
+	Changes []Change `json:"changes"`
+}
+
+// Change is one update; Field is "messages" for statuses and inbound.
+type Change struct {
+	Field string `json:"field"`
+	Value Value  `json:"value"`
+}
+
+// Value carries the content for one business phone number.
+type Value struct {
+	MessagingProduct string           `json:"messaging_product"`
+	Metadata         Metadata         `json:"metadata"`
+	Contacts         []Contact        `json:"contacts,omitempty"`
+	Messages         []InboundMessage `json:"messages,omitempty"`
+	Statuses         []Status         `json:"statuses,omitempty"`
+	Errors           []WebhookError   `json:"errors,omitempty"`
+}
+
+// Metadata names the business number; PhoneNumberID routes to an account.
+type Metadata struct {
+	DisplayPhoneNumber string `json:"display_phone_number"`
+	PhoneNumberID      string `json:"phone_number_id"`
+}
+
+// Contact is the sender of an inbound message.
+type Contact struct {
+	Profile struct {
+		Name string `json:"name"`
+	} `json:"profile"`
+	WaID string `json:"wa_id"`
+}
+
+// InboundMessage is a message a user sent to the business; only text
+// content is decoded, other types keep just their type name.
+type InboundMessage struct {
+	From      string       `json:"from"`
+	ID        string       `json:"id"`
+	Timestamp string       `json:"timestamp"`
+	Type      string       `json:"type"`
+	Text      *InboundText `json:"text,omitempty"`
+}
+
+// InboundText is the content of an inbound text message.
+type InboundText struct {
+	Body string `json:"body"`
+}
+
+// Status is one receipt about one of our messages.
+type Status struct {
+	// ID is the wamid returned when the message was accepted.
+	ID string `json:"id"`
+	// Status is sent, delivered, read, failed (or played).
+	Status string `json:"status"`
+	// Timestamp is Unix seconds as a string.
+	Timestamp   string `json:"timestamp"`
+	RecipientID string `json:"recipient_id"`
+	// BizOpaqueCallbackData echoes what the send carried: our msg_id.
+	BizOpaqueCallbackData string         `json:"biz_opaque_callback_data,omitempty"`
+	Conversation          *Conversation  `json:"conversation,omitempty"`
+	Pricing               *Pricing       `json:"pricing,omitempty"`
+	Errors                []WebhookError `json:"errors,omitempty"`
+}
+
+// Conversation is present on some statuses before v24.0.
+type Conversation struct {
+	ID                  string `json:"id"`
+	ExpirationTimestamp string `json:"expiration_timestamp,omitempty"`
+	Origin              struct {
+		Type string `json:"type"`
+	} `json:"origin"`
+}
+
+// Pricing tells whether and how a message is billed.
+type Pricing struct {
+	Billable     bool   `json:"billable"`
+	PricingModel string `json:"pricing_model"`
+	Type         string `json:"type,omitempty"`
+	Category     string `json:"category"`
+}
+
+// WebhookError is an asynchronous error, on a failed status or top level.
+type WebhookError struct {
+	Code      int        `json:"code"`
+	Title     string     `json:"title"`
+	Message   string     `json:"message,omitempty"`
+	ErrorData *ErrorData `json:"error_data,omitempty"`
+	Href      string     `json:"href,omitempty"`
+}
+
+// ErrorData holds Meta's human-readable details.
+type ErrorData struct {
+	Details string `json:"details"`
+}
+
+// ParseWebhook decodes a notification body. It rejects what is not a JSON
+// object and ignores unknown fields; it does not check the signature (do
+// that first, on the raw bytes, with VerifySignature).
+func ParseWebhook(body []byte) (*Webhook, error) {
+	var w Webhook
+	if err := json.Unmarshal(body, &w); err != nil {
+		return nil, wamux.Errorf(wamux.EInvalid, "webhook body is not a notification: %v", err)
+	}
+	return &w, nil
+}
+
+// Receipt converts a status into the gateway's receipt. AccountID is left
+// for the caller, who maps the value's phone_number_id to an account.
+func (s Status) Receipt() (wamux.Receipt, error) {
+	if s.ID == "" {
+		return wamux.Receipt{}, wamux.Errorf(wamux.EInvalid, "status without a message id")
+	}
+	t, err := wamux.ParseReceiptType(s.Status)
+	if err != nil {
+		return wamux.Receipt{}, err
+	}
+	secs, err := strconv.ParseInt(s.Timestamp, 10, 64)
+	if err != nil {
+		return wamux.Receipt{}, wamux.Errorf(wamux.EInvalid, "status timestamp %q is not Unix seconds", s.Timestamp)
+	}
+	r := wamux.Receipt{
+		MessageID:    s.ID,
+		Type:         t,
+		EventTime:    time.Unix(secs, 0).UTC(),
+		CallbackData: s.BizOpaqueCallbackData,
+		Recipient:    s.RecipientID,
+		Source:       "webhook",
+	}
+	if len(s.Errors) > 0 {
+		r.ErrorCode = s.Errors[0].Code
+		r.ErrorTitle = s.Errors[0].Title
+	}
+	return r, nil
+}
+
+// String is for logs; statuses carry no secrets but phone numbers are
+// personal data, so the recipient is left out.
+func (s Status) String() string {
+	return fmt.Sprintf("Status{%s %s at %s}", s.ID, s.Status, s.Timestamp)
+}

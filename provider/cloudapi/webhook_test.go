@@ -1,0 +1,82 @@
+package cloudapi_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/provider/cloudapi"
+)
+
+// A batched payload in the reference's shape (§4.4 c, b), with an unknown
+// field that must be ignored.
+const twoStatuses = `{
+  "object": "whatsapp_business_account",
+  "entry": [{
+    "id": "102290129340398",
+    "changes": [{
+      "value": {
+        "messaging_product": "whatsapp",
+        "metadata": { "display_phone_number": "15550783881", "phone_number_id": "106540352242922" },
+        "statuses": [
+          { "id": "wamid.A", "status": "delivered", "timestamp": "1750030075", "recipient_id": "16505551234",
+            "biz_opaque_callback_data": "msg-1", "new_field_from_v99": {"x": 1},
+            "pricing": { "billable": true, "pricing_model": "PMP", "type": "regular", "category": "utility" } },
+          { "id": "wamid.B", "status": "failed", "timestamp": "1751142888", "recipient_id": "16505557777",
+            "errors": [{ "code": 131049, "title": "not delivered", "message": "m",
+              "error_data": { "details": "d" }, "href": "/x" }] }
+        ]
+      },
+      "field": "messages"
+    }]
+  }]
+}`
+
+func TestParseWebhook(t *testing.T) {
+	w, err := cloudapi.ParseWebhook([]byte(twoStatuses))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Object != cloudapi.ObjectWhatsApp || len(w.Entry) != 1 || len(w.Entry[0].Changes) != 1 {
+		t.Fatalf("envelope: %+v", w)
+	}
+	v := w.Entry[0].Changes[0].Value
+	if v.Metadata.PhoneNumberID != "106540352242922" || len(v.Statuses) != 2 {
+		t.Fatalf("value: %+v", v)
+	}
+	r, err := v.Statuses[0].Receipt()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.MessageID != "wamid.A" || r.Type != wamux.ReceiptDelivered || r.CallbackData != "msg-1" ||
+		!r.EventTime.Equal(time.Unix(1750030075, 0)) || r.Recipient != "16505551234" {
+		t.Fatalf("receipt: %+v", r)
+	}
+	f, err := v.Statuses[1].Receipt()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Type != wamux.ReceiptFailed || f.ErrorCode != 131049 || f.ErrorTitle != "not delivered" {
+		t.Fatalf("failed receipt: %+v", f)
+	}
+}
+
+func TestParseWebhookRejectsNonObjects(t *testing.T) {
+	for _, b := range []string{``, `[]`, `"x"`, `{"entry":{}}`, `{"object":`} {
+		if _, err := cloudapi.ParseWebhook([]byte(b)); err == nil {
+			t.Errorf("ParseWebhook(%q) accepted", b)
+		}
+	}
+}
+
+func TestStatusReceiptRejectsBadInput(t *testing.T) {
+	for _, s := range []cloudapi.Status{
+		{ID: "", Status: "sent", Timestamp: "1"},
+		{ID: "w", Status: "played", Timestamp: "1"},
+		{ID: "w", Status: "sent", Timestamp: "yesterday"},
+	} {
+		if _, err := s.Receipt(); err == nil {
+			t.Errorf("Receipt(%+v) accepted", s)
+		}
+	}
+}

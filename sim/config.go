@@ -1,0 +1,239 @@
+package sim
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Defaults, from Meta's documented limits where there are any (reference §3).
+const (
+	RateDefault         = 80.0            // messages per second per number
+	PairIntervalDefault = 6 * time.Second // one message per 6 s per recipient
+	PairBurstDefault    = 45              // Meta allows bursts of up to 45
+	SlowDelayDefault    = 30 * time.Second
+	MaxRecordsDefault   = 1_000_000
+	MaxBodyBytes        = 1 << 20
+)
+
+// Number is one simulated business phone number.
+type Number struct {
+	// PhoneNumberID is the id in the send path.
+	PhoneNumberID string `json:"phone_number_id"`
+	// AccessToken is the bearer token this number accepts. It is never
+	// shown by /sim endpoints or logs.
+	AccessToken string `json:"access_token"`
+	// DisplayPhoneNumber and WABAID appear in webhooks; derived when empty.
+	DisplayPhoneNumber string `json:"display_phone_number,omitempty"`
+	WABAID             string `json:"waba_id,omitempty"`
+	// Limits overrides Config.Limits field by field (zero keeps the default).
+	Limits Limits `json:"limits,omitzero"`
+}
+
+// Limits are the rate limits of one number.
+type Limits struct {
+	// Rate is the throughput in messages per second (130429 above it).
+	Rate float64 `json:"rate,omitempty"`
+	// Burst is how many messages may arrive at once; default one second's
+	// worth (Rate).
+	Burst int `json:"burst,omitempty"`
+	// PairInterval is the sustained spacing of messages to one recipient.
+	PairInterval time.Duration `json:"pair_interval,omitempty"`
+	// PairBurst is how many messages to one recipient may come at once
+	// before 131056.
+	PairBurst int `json:"pair_burst,omitempty"`
+}
+
+// over returns l with o's non-zero fields applied.
+func (l Limits) over(o Limits) Limits {
+	if o.Rate > 0 {
+		l.Rate = o.Rate
+		if o.Burst <= 0 {
+			l.Burst = 0
+		}
+	}
+	if o.Burst > 0 {
+		l.Burst = o.Burst
+	}
+	if o.PairInterval > 0 {
+		l.PairInterval = o.PairInterval
+	}
+	if o.PairBurst > 0 {
+		l.PairBurst = o.PairBurst
+	}
+	return l.withDefaults()
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.Rate <= 0 {
+		l.Rate = RateDefault
+	}
+	if l.Burst <= 0 {
+		l.Burst = max(1, int(l.Rate))
+	}
+	if l.PairInterval <= 0 {
+		l.PairInterval = PairIntervalDefault
+	}
+	if l.PairBurst <= 0 {
+		l.PairBurst = PairBurstDefault
+	}
+	return l
+}
+
+// Range is a uniform distribution of durations in [Min, Max].
+type Range struct {
+	Min time.Duration
+	Max time.Duration
+}
+
+// Faults are injected into sends and webhooks, each with a probability in
+// [0, 1] per request (or per message, for webhooks).
+type Faults struct {
+	// ServerError answers 500 (code 131000) or 503 (code 2) without
+	// accepting the message.
+	ServerError float64
+	// SlowAccept accepts the message, then answers only after SlowDelay:
+	// past the client's timeout this is the ambiguous case the gateway
+	// must compensate for.
+	SlowAccept float64
+	// SlowDelay is how long a SlowAccept response takes; default 30 s.
+	SlowDelay time.Duration
+	// Reset drops the connection without an answer and without accepting.
+	Reset float64
+	// ResetAfterAccept accepts the message, then drops the connection.
+	ResetAfterAccept float64
+	// Codes answers with the given Meta error code, with the probability
+	// given, without accepting (e.g. {131048: 1} to test spam cooldown).
+	// Drawn after ServerError and Reset, in ascending code order.
+	Codes map[int]float64
+	// RetryAfter, when set, adds a Retry-After header (whole seconds) to
+	// injected and rate-limit errors. Meta does not document one; this
+	// checks that a client would honour it.
+	RetryAfter time.Duration
+	// Latency delays every answer by a draw from this range.
+	Latency Range
+	// WebhookDuplicate sends a status webhook a second time.
+	WebhookDuplicate float64
+	// WebhookReorder sends a message's statuses in reverse order (read
+	// before delivered, sent last), timestamps unchanged.
+	WebhookReorder float64
+}
+
+// Webhooks configures status notifications. With URL empty none are sent.
+type Webhooks struct {
+	URL string
+	// AppSecret keys the X-Hub-Signature-256 HMAC; never logged.
+	AppSecret string
+	// Delay is the time from acceptance to sent, and from each status to
+	// the next; default 50–500 ms.
+	Delay Range
+	// ReadProbability is the chance a delivered message is also read.
+	ReadProbability float64
+	// FailProbability is the chance an accepted message fails instead of
+	// being delivered, with FailCode (default 131049).
+	FailProbability float64
+	FailCode        int
+	// BatchSize is the most statuses per POST (default 1); BatchWait is how
+	// long a partial batch waits for more (default 20 ms).
+	BatchSize int
+	BatchWait time.Duration
+	// Concurrency is the number of POSTs in flight (default 4).
+	Concurrency int
+	// Timeout bounds one POST (default 5 s).
+	Timeout time.Duration
+	// MaxAttempts bounds redelivery of a POST not answered 200 (default 8);
+	// RetryBase and RetryMax shape the exponential backoff (1 s, 1 min).
+	MaxAttempts int
+	RetryBase   time.Duration
+	RetryMax    time.Duration
+	// QueueSize bounds statuses waiting to be sent; beyond it new ones are
+	// dropped and counted (default 1,000,000).
+	QueueSize int
+}
+
+// Config configures a Server.
+type Config struct {
+	// Numbers are known from the start; more can be added at run time.
+	Numbers []Number
+	// Limits are the defaults for every number.
+	Limits   Limits
+	Webhooks Webhooks
+	Faults   Faults
+	// Seed makes fault and webhook draws reproducible (per number, for
+	// sequential sends). Zero is a fixed seed too.
+	Seed uint64
+	// MaxRecords caps the accepted messages kept for /sim/messages; counts
+	// in /sim/stats go on beyond it.
+	MaxRecords int
+	// Clock is used for rate limits, per-second peaks and timestamps;
+	// default time.Now. Tests inject one to control limits.
+	Clock func() time.Time
+	// Logger receives operational messages (never tokens or the app
+	// secret); default discards.
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() error {
+	c.Limits = c.Limits.withDefaults()
+	if c.Faults.SlowDelay <= 0 {
+		c.Faults.SlowDelay = SlowDelayDefault
+	}
+	w := &c.Webhooks
+	if w.Delay == (Range{}) {
+		w.Delay = Range{50 * time.Millisecond, 500 * time.Millisecond}
+	}
+	if w.FailCode == 0 {
+		w.FailCode = 131049
+	}
+	if w.BatchSize <= 0 {
+		w.BatchSize = 1
+	}
+	if w.BatchWait <= 0 {
+		w.BatchWait = 20 * time.Millisecond
+	}
+	if w.Concurrency <= 0 {
+		w.Concurrency = 4
+	}
+	if w.Timeout <= 0 {
+		w.Timeout = 5 * time.Second
+	}
+	if w.MaxAttempts <= 0 {
+		w.MaxAttempts = 8
+	}
+	if w.RetryBase <= 0 {
+		w.RetryBase = time.Second
+	}
+	if w.RetryMax <= 0 {
+		w.RetryMax = time.Minute
+	}
+	if w.QueueSize <= 0 {
+		w.QueueSize = 1_000_000
+	}
+	if c.MaxRecords <= 0 {
+		c.MaxRecords = MaxRecordsDefault
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	for name, p := range map[string]float64{
+		"server error": c.Faults.ServerError, "slow accept": c.Faults.SlowAccept,
+		"reset": c.Faults.Reset, "reset after accept": c.Faults.ResetAfterAccept,
+		"webhook duplicate": c.Faults.WebhookDuplicate, "webhook reorder": c.Faults.WebhookReorder,
+		"read": w.ReadProbability, "fail": w.FailProbability,
+	} {
+		if p < 0 || p > 1 {
+			return fmt.Errorf("sim: %s probability %v is outside [0, 1]", name, p)
+		}
+	}
+	for code, p := range c.Faults.Codes {
+		if p < 0 || p > 1 {
+			return fmt.Errorf("sim: probability %v for code %d is outside [0, 1]", p, code)
+		}
+	}
+	for name, r := range map[string]Range{"latency": c.Faults.Latency, "webhook delay": w.Delay} {
+		if r.Min < 0 || r.Max < r.Min {
+			return fmt.Errorf("sim: %s range %v..%v is invalid", name, r.Min, r.Max)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,117 @@
+package sim
+
+import (
+	"hash/fnv"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// number is the live state of one simulated phone number. Everything that
+// changes per request is guarded by mu, so numbers never contend with each
+// other and rate accounting stays exact.
+type number struct {
+	id      string
+	token   string
+	display string
+	waba    string
+	limits  Limits
+	rate    gcra
+	pair    gcra
+
+	mu    sync.Mutex
+	tat   int64            // throughput GCRA state
+	pairs map[string]int64 // pair GCRA state per recipient
+	rng   *rand.Rand
+	st    numberStats
+	msgs  []Message
+}
+
+// numberStats is the ground truth kept per number.
+type numberStats struct {
+	requests      int64
+	accepted      int64
+	rejected      map[int]int64
+	overLimit     int64 // 130429
+	pairOverLimit int64 // 131056
+	duplicates    int64 // accepted with callback data accepted before
+	faults        map[string]int64
+	sec           int64 // current clock second
+	secRequests   int64
+	secAccepted   int64
+	peakRequests  int64
+	peakAccepted  int64
+}
+
+func newNumber(n Number, defaults Limits, seed uint64) *number {
+	l := defaults.over(n.Limits)
+	h := fnv.New64a()
+	h.Write([]byte(n.PhoneNumberID))
+	sum := h.Sum64()
+	display, waba := n.DisplayPhoneNumber, n.WABAID
+	if display == "" {
+		display = "1555" + strconv.FormatUint(sum%10_000_000, 10)
+	}
+	if waba == "" {
+		waba = strconv.FormatUint(100_000_000_000_000+sum%900_000_000_000_000, 10)
+	}
+	nb := &number{
+		id: n.PhoneNumberID, token: n.AccessToken, display: display, waba: waba, limits: l,
+		rate: newGCRA(time.Duration(float64(time.Second)/l.Rate), l.Burst),
+		pair: newGCRA(l.PairInterval, l.PairBurst),
+		rng:  rand.New(rand.NewPCG(seed, sum)),
+	}
+	nb.resetLocked(seed)
+	return nb
+}
+
+// resetLocked forgets limits, stats and records; the caller holds mu (or
+// owns nb exclusively).
+func (nb *number) resetLocked(seed uint64) {
+	nb.tat = 0
+	nb.pairs = make(map[string]int64)
+	h := fnv.New64a()
+	h.Write([]byte(nb.id))
+	nb.rng = rand.New(rand.NewPCG(seed, h.Sum64()))
+	nb.st = numberStats{rejected: make(map[int]int64), faults: make(map[string]int64)}
+	nb.msgs = nil
+}
+
+// tick counts one request in the per-second peak accounting.
+func (nb *number) tick(now int64, accepted bool) {
+	sec := now / int64(time.Second)
+	if sec != nb.st.sec {
+		nb.st.sec, nb.st.secRequests, nb.st.secAccepted = sec, 0, 0
+	}
+	if accepted {
+		nb.st.secAccepted++
+		nb.st.peakAccepted = max(nb.st.peakAccepted, nb.st.secAccepted)
+		return
+	}
+	nb.st.secRequests++
+	nb.st.peakRequests = max(nb.st.peakRequests, nb.st.secRequests)
+}
+
+// chance draws a Bernoulli trial; p == 0 costs no draw so that enabling
+// one fault does not change the draws of the others.
+func (nb *number) chance(p float64) bool {
+	return p > 0 && nb.rng.Float64() < p
+}
+
+func (nb *number) between(r Range) time.Duration {
+	if r.Max <= r.Min {
+		return r.Min
+	}
+	return r.Min + time.Duration(nb.rng.Int64N(int64(r.Max-r.Min)+1))
+}
+
+// pruneLocked drops pair entries that no longer limit anything, so a long
+// run over millions of recipients does not grow without bound.
+func (nb *number) pruneLocked(now int64) {
+	for k, tat := range nb.pairs {
+		if nb.pair.idle(tat, now) {
+			delete(nb.pairs, k)
+		}
+	}
+}

@@ -1,0 +1,80 @@
+package sim
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/wamux/wamux/provider/cloudapi"
+)
+
+// hookStatus is one status notification waiting for its time.
+type hookStatus struct {
+	due    time.Time // wall-clock time to send it
+	number *number
+	status cloudapi.Status
+}
+
+// plan draws the statuses an accepted message will produce: sent, then
+// delivered and maybe read, or failed; each after a draw from the delay
+// range. Faults may reverse their order (timestamps keep the true order,
+// as with Meta's concurrent delivery) or duplicate some. The caller holds
+// nb.mu, so draws come from the number's seeded source in order.
+func (s *Server) plan(nb *number, m Message) []hookStatus {
+	wc, fc := &s.cfg.Webhooks, &s.cfg.Faults
+	wallNow := time.Now()
+	var kinds []string
+	if nb.chance(wc.FailProbability) {
+		kinds = []string{"failed"}
+	} else {
+		kinds = []string{"sent", "delivered"}
+		if nb.chance(wc.ReadProbability) {
+			kinds = append(kinds, "read")
+		}
+	}
+	offsets := make([]time.Duration, len(kinds))
+	var at time.Duration
+	for i := range kinds {
+		at += nb.between(wc.Delay)
+		offsets[i] = at
+	}
+	dues := append([]time.Duration(nil), offsets...)
+	if len(kinds) > 1 && nb.chance(fc.WebhookReorder) {
+		nb.st.faults["webhook_reorder"]++
+		for i, j := 0, len(dues)-1; i < j; i, j = i+1, j-1 {
+			dues[i], dues[j] = dues[j], dues[i]
+		}
+	}
+	out := make([]hookStatus, 0, len(kinds)+1)
+	for i, k := range kinds {
+		st := cloudapi.Status{
+			ID: m.WAMID, Status: k, RecipientID: waID(m.To), BizOpaqueCallbackData: m.CallbackData,
+			Timestamp: strconv.FormatInt(m.AcceptedAt.Add(offsets[i]).Unix(), 10),
+		}
+		switch k {
+		case "sent", "delivered":
+			st.Pricing = pricing(m.Type)
+		case "failed":
+			title, details := asyncError(wc.FailCode)
+			st.Errors = []cloudapi.WebhookError{{
+				Code: wc.FailCode, Title: title, Message: title,
+				ErrorData: &cloudapi.ErrorData{Details: details},
+				Href:      "/documentation/business-messaging/whatsapp/support/error-codes",
+			}}
+		}
+		out = append(out, hookStatus{due: wallNow.Add(dues[i]), number: nb, status: st})
+		if nb.chance(fc.WebhookDuplicate) {
+			nb.st.faults["webhook_duplicate"]++
+			out = append(out, hookStatus{due: wallNow.Add(dues[i] + nb.between(wc.Delay)), number: nb, status: st})
+		}
+	}
+	return out
+}
+
+// pricing is the v24-style pricing block: templates are billed, free-form
+// replies fall in the free customer-service window.
+func pricing(typ string) *cloudapi.Pricing {
+	if typ == "template" {
+		return &cloudapi.Pricing{Billable: true, PricingModel: "PMP", Type: "regular", Category: "utility"}
+	}
+	return &cloudapi.Pricing{Billable: false, PricingModel: "PMP", Type: "free_customer_service", Category: "service"}
+}

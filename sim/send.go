@@ -1,0 +1,263 @@
+package sim
+
+import (
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Message is one accepted message, as recorded for /sim/messages.
+type Message struct {
+	// Seq orders acceptances across all numbers.
+	Seq           int64     `json:"seq"`
+	WAMID         string    `json:"wamid"`
+	PhoneNumberID string    `json:"phone_number_id"`
+	To            string    `json:"to"`
+	Type          string    `json:"type"`
+	CallbackData  string    `json:"biz_opaque_callback_data,omitempty"`
+	AcceptedAt    time.Time `json:"accepted_at"`
+	// Duplicate is true when this callback data had been accepted before.
+	Duplicate bool `json:"duplicate,omitempty"`
+	// Body is the request body exactly as received.
+	Body json.RawMessage `json:"body"`
+}
+
+// fault is what, if anything, goes wrong with one request.
+type fault struct {
+	serverError      bool
+	serverErrorAlt   bool
+	reset            bool
+	slowAccept       bool
+	resetAfterAccept bool
+	latency          time.Duration
+}
+
+var versionRE = regexp.MustCompile(`^v[0-9]{1,3}(\.[0-9]{1,3})?$`)
+
+func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
+	version, id := r.PathValue("version"), r.PathValue("phone_number_id")
+	if !versionRE.MatchString(version) {
+		badParam("Unknown path components: /"+clip(version), "").write(w)
+		return
+	}
+	token, ok := bearer(r.Header.Get("Authorization"))
+	if !ok {
+		errBadToken("Cannot parse access token").write(w)
+		return
+	}
+	nb := s.number(id)
+	if nb == nil {
+		s.unknownNumber.Add(1)
+		errUnknownNumber(clip(id)).write(w)
+		return
+	}
+	body, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	authOK := subtle.ConstantTimeCompare([]byte(token), []byte(nb.token)) == 1
+	var req *sendRequest
+	var apiErr *apiError
+	switch {
+	case !authOK:
+		apiErr = errBadToken("Error validating access token: The session is invalid.")
+	case readErr != nil:
+		apiErr = badParam("Invalid parameter", "Request body could not be read or is larger than 1 MiB.")
+	default:
+		req, apiErr = parseSend(body)
+	}
+
+	now := s.cfg.Clock()
+	msg, f, plan, apiErr := s.decide(nb, req, apiErr, body, now)
+	if plan != nil && s.hooks != nil {
+		s.hooks.enqueue(plan)
+	}
+	if f.latency > 0 && !s.wait(r, f.latency) {
+		return
+	}
+	switch {
+	case f.reset, f.resetAfterAccept:
+		resetConn(w)
+	case f.serverError:
+		errServer(f.serverErrorAlt).write(w)
+	case apiErr != nil:
+		apiErr.write(w)
+	default:
+		if f.slowAccept && !s.wait(r, s.cfg.Faults.SlowDelay) {
+			return
+		}
+		writeAccepted(w, msg)
+	}
+}
+
+// decide does everything that needs the number's lock in one critical
+// section: counting, fault draws, rate limits, acceptance and recording.
+func (s *Server) decide(nb *number, req *sendRequest, apiErr *apiError, body []byte, now time.Time) (Message, fault, []hookStatus, *apiError) {
+	ns := now.UnixNano()
+	fc := &s.cfg.Faults
+	nb.mu.Lock()
+	defer nb.mu.Unlock()
+	nb.st.requests++
+	nb.tick(ns, false)
+
+	var f fault
+	if apiErr == nil {
+		// Drawn in a fixed order so that a seed replays the same run.
+		f.serverError = nb.chance(fc.ServerError)
+		f.serverErrorAlt = f.serverError && nb.rng.IntN(2) == 0
+		f.reset = !f.serverError && nb.chance(fc.Reset)
+		if !f.serverError && !f.reset {
+			apiErr = s.injectCode(nb)
+		}
+		f.latency = nb.between(fc.Latency)
+	}
+	switch {
+	case f.serverError:
+		nb.st.faults["server_error"]++
+		nb.st.rejected[errServer(f.serverErrorAlt).code]++
+		return Message{}, f, nil, nil
+	case f.reset:
+		nb.st.faults["reset"]++
+		return Message{}, f, nil, nil
+	case apiErr != nil:
+		nb.st.rejected[apiErr.code]++
+		return Message{}, f, nil, apiErr
+	}
+	tat, ok := nb.rate.allow(nb.tat, ns)
+	if !ok {
+		nb.st.overLimit++
+		nb.st.rejected[130429]++
+		return Message{}, fault{latency: f.latency}, nil, s.withRetryAfter(errThroughput())
+	}
+	nb.tat = tat
+	to := waID(req.To)
+	ptat, ok := nb.pair.allow(nb.pairs[to], ns)
+	if !ok {
+		nb.st.pairOverLimit++
+		nb.st.rejected[131056]++
+		return Message{}, fault{latency: f.latency}, nil, s.withRetryAfter(errPairLimit())
+	}
+	nb.pairs[to] = ptat
+	if len(nb.pairs) > 100_000 && len(nb.pairs)%10_000 == 0 {
+		nb.pruneLocked(ns)
+	}
+
+	f.slowAccept = nb.chance(fc.SlowAccept)
+	f.resetAfterAccept = !f.slowAccept && nb.chance(fc.ResetAfterAccept)
+	if f.slowAccept {
+		nb.st.faults["slow_accept"]++
+	}
+	if f.resetAfterAccept {
+		nb.st.faults["reset_after_accept"]++
+	}
+	msg := Message{
+		Seq: s.seq.Add(1), WAMID: s.newWAMID(nb.id), PhoneNumberID: nb.id, To: req.To, Type: req.Type,
+		CallbackData: req.BizOpaqueCallbackData, AcceptedAt: now, Body: body,
+	}
+	if msg.CallbackData != "" && !s.callbacks.add(msg.CallbackData) {
+		msg.Duplicate = true
+		nb.st.duplicates++
+	}
+	nb.st.accepted++
+	nb.tick(ns, true)
+	if s.records.Add(1) <= int64(s.cfg.MaxRecords) {
+		nb.msgs = append(nb.msgs, msg)
+	} else {
+		s.recordsDropped.Add(1)
+	}
+	var plan []hookStatus
+	if s.hooks != nil {
+		plan = s.plan(nb, msg)
+	}
+	return msg, f, plan, nil
+}
+
+// injectCode draws the configured error-code faults in a fixed order.
+func (s *Server) injectCode(nb *number) *apiError {
+	for _, code := range s.codes {
+		if nb.chance(s.cfg.Faults.Codes[code]) {
+			nb.st.faults["code_"+strconv.Itoa(code)]++
+			return s.withRetryAfter(codeError(code))
+		}
+	}
+	return nil
+}
+
+func (s *Server) withRetryAfter(e *apiError) *apiError {
+	if s.cfg.Faults.RetryAfter > 0 {
+		e.retryAfter = int((s.cfg.Faults.RetryAfter + time.Second - 1) / time.Second)
+	}
+	return e
+}
+
+// newWAMID makes a unique id shaped like Meta's ("wamid." + base64).
+func (s *Server) newWAMID(numberID string) string {
+	raw := make([]byte, 0, 48)
+	raw = append(raw, "HBgL"...)
+	raw = append(raw, numberID...)
+	raw = append(raw, '.')
+	raw = strconv.AppendUint(raw, s.cfg.Seed, 36)
+	raw = append(raw, '.')
+	raw = strconv.AppendUint(raw, s.wamidSeq.Add(1), 36)
+	return "wamid." + base64.StdEncoding.EncodeToString(raw)
+}
+
+func writeAccepted(w http.ResponseWriter, m Message) {
+	// to is validated (digits and '+') and the wamid is base64, so neither
+	// needs JSON escaping; appending beats encoding/json on the hot path.
+	b := make([]byte, 0, 192)
+	b = append(b, `{"messaging_product":"whatsapp","contacts":[{"input":"`...)
+	b = append(b, m.To...)
+	b = append(b, `","wa_id":"`...)
+	b = append(b, waID(m.To)...)
+	b = append(b, `"}],"messages":[{"id":"`...)
+	b = append(b, m.WAMID...)
+	b = append(b, `","message_status":"accepted"}]}`...)
+	h := w.Header()
+	h["Content-Type"] = []string{"application/json; charset=UTF-8"}
+	h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	w.Write(b)
+}
+
+// wait blocks for d unless the client goes away or the server closes; it
+// reports whether the full time passed.
+func (s *Server) wait(r *http.Request, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+		return false
+	case <-s.done:
+		return false
+	}
+}
+
+// resetConn drops the connection with a TCP RST where possible, so the
+// client sees "connection reset by peer" rather than a clean EOF.
+func resetConn(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		// Not hijackable (HTTP/2): abort the response instead.
+		panic(http.ErrAbortHandler)
+	}
+	if tcp, ok := conn.(*net.TCPConn); ok {
+		tcp.SetLinger(0)
+	}
+	conn.Close()
+}
+
+// bearer extracts the token of an "Authorization: Bearer <token>" header.
+func bearer(h string) (string, bool) {
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
+}
