@@ -1,0 +1,287 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/store"
+)
+
+const messageCols = `msg_id, biz_type, account_id, client_seq, recipient, priority, type, payload,
+	content_hash, status, wamid, attempts, last_error, created_at, updated_at`
+
+const messageColCount = 15
+
+// maxMessageRows keeps one multi-row INSERT well under SQLite's limit of
+// 32766 bound variables.
+const maxMessageRows = 1024
+
+func scanMessage(sc scanner) (wamux.Message, error) {
+	var m wamux.Message
+	var seq sql.NullInt64
+	var wamid sql.NullString
+	var status string
+	var created, updated int64
+	if err := sc.Scan(&m.ID, &m.BizType, &m.AccountID, &seq, &m.To, &m.Priority, &m.Type, &m.Payload,
+		&m.ContentHash, &status, &wamid, &m.Attempts, &m.LastError, &created, &updated); err != nil {
+		return wamux.Message{}, err
+	}
+	m.ClientSeq, m.WAMID, m.Status = seq.Int64, wamid.String, wamux.Status(status)
+	m.CreatedAt, m.UpdatedAt = fromMS(created), fromMS(updated)
+	return m, nil
+}
+
+// InsertMessages inserts with ON CONFLICT DO NOTHING and learns from
+// RETURNING which rows were new; the others are looked up inside the same
+// transaction to tell a duplicate from a conflict.
+func (s *Store) InsertMessages(ctx context.Context, msgs []wamux.Message) ([]store.InsertResult, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	for i := range msgs {
+		if msgs[i].ID == "" {
+			return nil, wamux.Errorf(wamux.EInvalid, "message %d has no msg_id", i)
+		}
+	}
+	var results []store.InsertResult
+	err := s.write(ctx, func(w *writeTx) error {
+		results = make([]store.InsertResult, len(msgs))
+		now := ms(s.now())
+		inserted := make(map[string]bool, len(msgs))
+		for start := 0; start < len(msgs); start += maxMessageRows {
+			chunk := msgs[start:min(start+maxMessageRows, len(msgs))]
+			if err := insertMessageChunk(w, chunk, now, inserted); err != nil {
+				return err
+			}
+		}
+		for i := range msgs {
+			m := &msgs[i]
+			if inserted[m.ID] {
+				inserted[m.ID] = false // a repeat later in msgs is not new
+				results[i] = store.InsertResult{Outcome: store.Inserted}
+				continue
+			}
+			r, err := explainNotInserted(w, m)
+			if err != nil {
+				return err
+			}
+			results[i] = r
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+func insertMessageChunk(w *writeTx, chunk []wamux.Message, now int64, inserted map[string]bool) error {
+	rows := padRows(len(chunk))
+	args := make([]any, 0, rows*messageColCount)
+	for i := 0; i < rows; i++ {
+		// Padding repeats the last message; its copies conflict with it and
+		// are ignored, so few distinct statement sizes get cached.
+		m := &chunk[min(i, len(chunk)-1)]
+		var seq, wamid any
+		if m.ClientSeq != 0 {
+			seq = m.ClientSeq
+		}
+		if m.WAMID != "" {
+			wamid = m.WAMID
+		}
+		args = append(args, m.ID, m.BizType, m.AccountID, seq, m.To, int(m.Priority), m.Type, m.Payload,
+			m.ContentHash, string(m.Status), wamid, m.Attempts, m.LastError, now, now)
+	}
+	q := multiInsert("INSERT INTO messages ("+messageCols+") VALUES ", messageColCount, rows,
+		" ON CONFLICT DO NOTHING RETURNING msg_id")
+	res, err := w.query(q, args...)
+	if err != nil {
+		return fmt.Errorf("sqlite: insert messages: %w", wrapErr(err))
+	}
+	defer res.Close()
+	for res.Next() {
+		var id string
+		if err := res.Scan(&id); err != nil {
+			return fmt.Errorf("sqlite: insert messages: %w", err)
+		}
+		inserted[id] = true
+	}
+	if err := res.Close(); err != nil {
+		return fmt.Errorf("sqlite: insert messages: %w", wrapErr(err))
+	}
+	return nil
+}
+
+// explainNotInserted finds the stored message that blocked m: the same
+// msg_id (duplicate or conflict by content), or another msg_id holding the
+// same (account_id, client_seq) or wamid (conflict).
+func explainNotInserted(w *writeTx, m *wamux.Message) (store.InsertResult, error) {
+	lookups := []struct {
+		where string
+		arg   []any
+		skip  bool
+	}{
+		{"msg_id = ?", []any{m.ID}, false},
+		{"account_id = ? AND client_seq = ?", []any{m.AccountID, m.ClientSeq}, m.ClientSeq == 0},
+		{"wamid = ?", []any{m.WAMID}, m.WAMID == ""},
+	}
+	for i, l := range lookups {
+		if l.skip {
+			continue
+		}
+		rows, err := w.query(`SELECT `+messageCols+` FROM messages WHERE `+l.where, l.arg...)
+		if err != nil {
+			return store.InsertResult{}, fmt.Errorf("sqlite: look up message: %w", wrapErr(err))
+		}
+		found := rows.Next()
+		var existing wamux.Message
+		if found {
+			existing, err = scanMessage(rows)
+		}
+		cerr := rows.Close()
+		if err = errors.Join(err, cerr, rows.Err()); err != nil {
+			return store.InsertResult{}, fmt.Errorf("sqlite: look up message: %w", wrapErr(err))
+		}
+		if !found {
+			continue
+		}
+		outcome := store.Conflict
+		if i == 0 && existing.ContentHash == m.ContentHash {
+			outcome = store.Duplicate
+		}
+		return store.InsertResult{Outcome: outcome, Existing: &existing}, nil
+	}
+	return store.InsertResult{}, fmt.Errorf("sqlite: insert message %q: ignored without a conflicting row", m.ID)
+}
+
+// GetMessage returns one message by msg_id.
+func (s *Store) GetMessage(ctx context.Context, msgID string) (wamux.Message, error) {
+	return s.getMessage(ctx, "msg_id", msgID)
+}
+
+// GetMessageByWAMID returns the message the provider accepted under wamid.
+func (s *Store) GetMessageByWAMID(ctx context.Context, wamid string) (wamux.Message, error) {
+	return s.getMessage(ctx, "wamid", wamid)
+}
+
+func (s *Store) getMessage(ctx context.Context, col, v string) (wamux.Message, error) {
+	m, err := scanMessage(s.rdb.QueryRowContext(ctx, `SELECT `+messageCols+` FROM messages WHERE `+col+` = ?`, v))
+	if errors.Is(err, sql.ErrNoRows) {
+		return wamux.Message{}, wamux.Errorf(wamux.ENotFound, "message %q not found", v)
+	}
+	if err != nil {
+		return wamux.Message{}, fmt.Errorf("sqlite: get message: %w", wrapErr(err))
+	}
+	return m, nil
+}
+
+// UpdateMessage applies one lifecycle transition, guarded by u.From when
+// given. An empty u.Status keeps the current status.
+func (s *Store) UpdateMessage(ctx context.Context, u store.MessageUpdate) (bool, error) {
+	if u.MsgID == "" {
+		return false, wamux.Errorf(wamux.EInvalid, "update needs a msg_id")
+	}
+	var applied bool
+	err := s.write(ctx, func(w *writeTx) error {
+		var wamid, lastErr, account, status any
+		if u.WAMID != "" {
+			wamid = u.WAMID
+		}
+		if u.LastError != nil {
+			lastErr = *u.LastError
+		}
+		if u.AccountID != "" {
+			account = u.AccountID
+		}
+		if u.Status != "" {
+			status = string(u.Status)
+		}
+		q := `UPDATE messages SET
+				status     = COALESCE(?, status),
+				wamid      = COALESCE(?, wamid),
+				attempts   = attempts + ?,
+				last_error = COALESCE(?, last_error),
+				account_id = COALESCE(?, account_id),
+				updated_at = ?
+			WHERE msg_id = ?`
+		args := []any{status, wamid, u.AttemptsDelta, lastErr, account, ms(s.now()), u.MsgID}
+		if len(u.From) > 0 {
+			q += ` AND status IN (` + placeholders(len(u.From)) + `)`
+			for _, st := range u.From {
+				args = append(args, string(st))
+			}
+		}
+		res, err := w.exec(q, args...)
+		if isUnique(err) {
+			return wamux.Errorf(wamux.EConflict, "wamid or client_seq of message %q already used by another message", u.MsgID)
+		}
+		if err != nil {
+			return fmt.Errorf("sqlite: update message: %w", wrapErr(err))
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("sqlite: update message: %w", err)
+		}
+		if n == 1 {
+			applied = true
+			return nil
+		}
+		var one int
+		found, err := w.queryRow(`SELECT 1 FROM messages WHERE msg_id = ?`, []any{u.MsgID}, &one)
+		if err != nil {
+			return fmt.Errorf("sqlite: update message: %w", wrapErr(err))
+		}
+		if !found {
+			return wamux.Errorf(wamux.ENotFound, "message %q not found", u.MsgID)
+		}
+		return nil
+	})
+	return applied, err
+}
+
+// ListMessages returns matching messages oldest first.
+func (s *Store) ListMessages(ctx context.Context, f store.MessageFilter) ([]wamux.Message, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	var where []string
+	var args []any
+	if f.AccountID != "" {
+		where = append(where, "account_id = ?")
+		args = append(args, f.AccountID)
+	}
+	if len(f.Statuses) > 0 {
+		where = append(where, "status IN ("+placeholders(len(f.Statuses))+")")
+		for _, st := range f.Statuses {
+			args = append(args, string(st))
+		}
+	}
+	q := `SELECT ` + messageCols + ` FROM messages`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	q += ` ORDER BY created_at, msg_id LIMIT ?`
+	args = append(args, limit)
+	rows, err := s.rdb.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list messages: %w", wrapErr(err))
+	}
+	defer rows.Close()
+	var out []wamux.Message
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: list messages: %w", err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list messages: %w", wrapErr(err))
+	}
+	return out, nil
+}

@@ -1,0 +1,162 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/store"
+)
+
+const receiptCols = `message_id, account_id, receipt_type, event_time, callback_data, recipient,
+	error_code, error_title, source, received_at`
+
+const receiptColCount = 10
+
+// maxReceiptRows: 2048 rows × 10 columns stays under SQLite's 32766 bound
+// variables; larger statements gain nothing measurable.
+const maxReceiptRows = 2048
+
+// maxKeyRows bounds the VALUES list of key lookups.
+const maxKeyRows = 1024
+
+func validateReceipts(rs []wamux.Receipt) error {
+	for i := range rs {
+		if rs[i].MessageID == "" || rs[i].AccountID == "" || rs[i].Type == "" {
+			return wamux.Errorf(wamux.EInvalid, "receipt %d needs message_id, account_id and type", i)
+		}
+	}
+	return nil
+}
+
+// InsertReceipts inserts the distinct receipts of rs in multi-row
+// statements with ON CONFLICT DO NOTHING; the keys RETURNING reports are
+// the new ones.
+func (s *Store) InsertReceipts(ctx context.Context, rs []wamux.Receipt) ([]bool, error) {
+	if len(rs) == 0 {
+		return nil, nil
+	}
+	if err := validateReceipts(rs); err != nil {
+		return nil, err
+	}
+	first := make(map[store.ReceiptKey]int, len(rs))
+	uniq := make([]int, 0, len(rs))
+	for i := range rs {
+		k := store.ReceiptKey{MessageID: rs[i].MessageID, AccountID: rs[i].AccountID, Type: rs[i].Type}
+		if _, ok := first[k]; !ok {
+			first[k] = i
+			uniq = append(uniq, i)
+		}
+	}
+	out := make([]bool, len(rs))
+	now := ms(s.now())
+	err := s.write(ctx, func(w *writeTx) error {
+		clear(out)
+		args := make([]any, 0, min(padRows(len(uniq)), maxReceiptRows)*receiptColCount)
+		for start := 0; start < len(uniq); start += maxReceiptRows {
+			chunk := uniq[start:min(start+maxReceiptRows, len(uniq))]
+			rows := padRows(len(chunk))
+			args = args[:0]
+			for i := 0; i < rows; i++ {
+				r := &rs[chunk[min(i, len(chunk)-1)]]
+				received := ms(r.ReceivedAt)
+				if received == 0 {
+					received = now
+				}
+				args = append(args, r.MessageID, r.AccountID, string(r.Type), ms(r.EventTime), r.CallbackData,
+					r.Recipient, r.ErrorCode, r.ErrorTitle, r.Source, received)
+			}
+			q := multiInsert("INSERT INTO receipts ("+receiptCols+") VALUES ", receiptColCount, rows,
+				" ON CONFLICT DO NOTHING RETURNING message_id, account_id, receipt_type")
+			res, err := w.query(q, args...)
+			if err != nil {
+				return fmt.Errorf("sqlite: insert receipts: %w", wrapErr(err))
+			}
+			var k store.ReceiptKey
+			for res.Next() {
+				if err := res.Scan(&k.MessageID, &k.AccountID, &k.Type); err != nil {
+					res.Close()
+					return fmt.Errorf("sqlite: insert receipts: %w", err)
+				}
+				out[first[k]] = true
+			}
+			if err := res.Close(); err != nil {
+				return fmt.Errorf("sqlite: insert receipts: %w", wrapErr(err))
+			}
+			if err := res.Err(); err != nil {
+				return fmt.Errorf("sqlite: insert receipts: %w", wrapErr(err))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// HasReceipts looks the keys up in chunks, joining a VALUES list against
+// the primary key.
+func (s *Store) HasReceipts(ctx context.Context, keys []store.ReceiptKey) ([]bool, error) {
+	out := make([]bool, len(keys))
+	for start := 0; start < len(keys); start += maxKeyRows {
+		chunk := keys[start:min(start+maxKeyRows, len(keys))]
+		args := make([]any, 0, len(chunk)*4)
+		for i, k := range chunk {
+			args = append(args, start+i, k.MessageID, k.AccountID, string(k.Type))
+		}
+		q := multiInsert("WITH k(i, m, a, t) AS (VALUES ", 4, len(chunk),
+			") SELECT k.i FROM k JOIN receipts r ON r.message_id = k.m AND r.account_id = k.a AND r.receipt_type = k.t")
+		rows, err := s.rdb.QueryContext(ctx, q, args...)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: has receipts: %w", wrapErr(err))
+		}
+		for rows.Next() {
+			var i int
+			if err := rows.Scan(&i); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("sqlite: has receipts: %w", err)
+			}
+			out[i] = true
+		}
+		if err := rows.Err(); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("sqlite: has receipts: %w", wrapErr(err))
+		}
+		rows.Close()
+	}
+	return out, nil
+}
+
+func scanReceipt(sc scanner, r *wamux.Receipt) error {
+	var typ string
+	var event, received int64
+	if err := sc.Scan(&r.MessageID, &r.AccountID, &typ, &event, &r.CallbackData, &r.Recipient,
+		&r.ErrorCode, &r.ErrorTitle, &r.Source, &received); err != nil {
+		return err
+	}
+	r.Type, r.EventTime, r.ReceivedAt = wamux.ReceiptType(typ), fromMS(event), fromMS(received)
+	return nil
+}
+
+// ListReceipts returns the receipts of one provider message by event time.
+func (s *Store) ListReceipts(ctx context.Context, accountID, messageID string) ([]wamux.Receipt, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+receiptCols+` FROM receipts
+		WHERE message_id = ? AND account_id = ? ORDER BY event_time, receipt_type`, messageID, accountID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list receipts: %w", wrapErr(err))
+	}
+	defer rows.Close()
+	var out []wamux.Receipt
+	for rows.Next() {
+		var r wamux.Receipt
+		if err := scanReceipt(rows, &r); err != nil {
+			return nil, fmt.Errorf("sqlite: list receipts: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list receipts: %w", wrapErr(err))
+	}
+	return out, nil
+}

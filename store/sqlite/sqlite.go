@@ -1,0 +1,173 @@
+// Package sqlite is the embedded store: one SQLite file in WAL mode with
+// synchronous=FULL, written by a single goroutine that group-commits many
+// callers' requests in one transaction, and read through a separate pool of
+// read-only connections.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/store"
+)
+
+// Defaults for Options fields left zero.
+const (
+	BusyTimeoutDefault  = 5 * time.Second
+	MaxBatchDefault     = 512
+	ReadConnsDefault    = 4
+	stmtCacheMaxDefault = 256
+)
+
+// Options tunes a Store; the zero value is ready to use.
+type Options struct {
+	// BusyTimeout is how long a connection waits for a lock held by another
+	// process before failing with "database is locked".
+	BusyTimeout time.Duration
+	// MaxBatch bounds how many write requests share one transaction. Larger
+	// batches amortise the fsync over more callers but delay the first.
+	MaxBatch int
+	// ReadConns is the size of the read-only connection pool.
+	ReadConns int
+	// Now is the clock used for CreatedAt, UpdatedAt and similar stamps;
+	// tests inject one to control time.
+	Now func() time.Time
+}
+
+func (o *Options) setDefaults() {
+	if o.BusyTimeout <= 0 {
+		o.BusyTimeout = BusyTimeoutDefault
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = MaxBatchDefault
+	}
+	if o.ReadConns <= 0 {
+		o.ReadConns = ReadConnsDefault
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Store implements store.Store on one SQLite file.
+type Store struct {
+	opts Options
+	path string
+	wdb  *sql.DB // one connection, owned by the writer goroutine
+	rdb  *sql.DB // read-only pool
+
+	mu     sync.RWMutex // guards closed against sends on reqs
+	closed bool
+	reqs   chan *request
+	done   chan struct{} // closed when the writer has drained and stopped
+	wconn  *sql.Conn
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating when missing) the database at path, applies pending
+// migrations and starts the writer.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	opts.setDefaults()
+	if path == "" || strings.ContainsRune(path, '?') {
+		return nil, wamux.Errorf(wamux.EInvalid, "sqlite path must be a file name without '?'")
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("sqlite: create data dir: %w", err)
+		}
+	}
+	busy := strconv.FormatInt(opts.BusyTimeout.Milliseconds(), 10)
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout("+busy+")")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(FULL)")
+	wdb, err := sql.Open("sqlite", path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open writer: %w", err)
+	}
+	wdb.SetMaxOpenConns(1)
+	wdb.SetMaxIdleConns(1)
+	wdb.SetConnMaxLifetime(0)
+	wdb.SetConnMaxIdleTime(0)
+	s := &Store{opts: opts, path: path, wdb: wdb}
+	s.wconn, err = wdb.Conn(ctx)
+	if err != nil {
+		_ = wdb.Close()
+		return nil, fmt.Errorf("sqlite: open writer: %w", wrapErr(err))
+	}
+	if err := migrate(ctx, s.wconn); err != nil {
+		_ = s.wconn.Close()
+		_ = wdb.Close()
+		return nil, err
+	}
+
+	rq := url.Values{}
+	rq.Add("_pragma", "busy_timeout("+busy+")")
+	rq.Add("_pragma", "query_only(1)")
+	rdb, err := sql.Open("sqlite", path+"?"+rq.Encode())
+	if err != nil {
+		_ = s.wconn.Close()
+		_ = wdb.Close()
+		return nil, fmt.Errorf("sqlite: open readers: %w", err)
+	}
+	rdb.SetMaxOpenConns(opts.ReadConns)
+	rdb.SetMaxIdleConns(opts.ReadConns)
+	s.rdb = rdb
+
+	s.reqs = make(chan *request, opts.MaxBatch)
+	s.done = make(chan struct{})
+	go s.runWriter(newWriteTx(s.wconn, stmtCacheMaxDefault))
+	return s, nil
+}
+
+// Ping checks that a read connection answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if s.isClosed() {
+		return errClosed
+	}
+	if err := s.rdb.PingContext(ctx); err != nil {
+		return fmt.Errorf("sqlite: ping: %w", wrapErr(err))
+	}
+	var one int
+	if err := s.rdb.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+		return fmt.Errorf("sqlite: ping: %w", wrapErr(err))
+	}
+	return nil
+}
+
+// Close stops accepting writes, lets the writer commit everything already
+// queued, then closes every connection. It is safe to call more than once.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		<-s.done
+		return nil
+	}
+	s.closed = true
+	close(s.reqs)
+	s.mu.Unlock()
+	<-s.done
+	return errors.Join(s.wconn.Close(), s.wdb.Close(), s.rdb.Close())
+}
+
+func (s *Store) isClosed() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.closed
+}
+
+func (s *Store) now() time.Time { return s.opts.Now().UTC() }

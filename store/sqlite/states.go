@@ -1,0 +1,87 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/store"
+)
+
+const stateColCount = 6
+
+const maxStateRows = 1024
+
+// GetStates returns the merged status of the given provider messages.
+func (s *Store) GetStates(ctx context.Context, keys []store.StateKey) (map[store.StateKey]store.MessageState, error) {
+	out := make(map[store.StateKey]store.MessageState, len(keys))
+	for start := 0; start < len(keys); start += maxKeyRows {
+		chunk := keys[start:min(start+maxKeyRows, len(keys))]
+		args := make([]any, 0, len(chunk)*2)
+		for _, k := range chunk {
+			args = append(args, k.AccountID, k.MessageID)
+		}
+		q := multiInsert("WITH k(a, m) AS (VALUES ", 2, len(chunk),
+			`) SELECT s.account_id, s.message_id, s.type, s.event_time, s.error_code, s.updated_at
+			FROM k JOIN message_states s ON s.account_id = k.a AND s.message_id = k.m`)
+		rows, err := s.rdb.QueryContext(ctx, q, args...)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: get states: %w", wrapErr(err))
+		}
+		for rows.Next() {
+			var st store.MessageState
+			var typ string
+			var event, updated int64
+			if err := rows.Scan(&st.AccountID, &st.MessageID, &typ, &event, &st.ErrorCode, &updated); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("sqlite: get states: %w", err)
+			}
+			st.Type, st.EventTime, st.UpdatedAt = wamux.ReceiptType(typ), fromMS(event), fromMS(updated)
+			out[st.StateKey] = st
+		}
+		if err := rows.Err(); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("sqlite: get states: %w", wrapErr(err))
+		}
+		rows.Close()
+	}
+	return out, nil
+}
+
+// PutStates inserts or replaces merged statuses; a zero UpdatedAt is
+// stamped with the store's clock. For a key given twice the last one wins.
+func (s *Store) PutStates(ctx context.Context, states []store.MessageState) error {
+	if len(states) == 0 {
+		return nil
+	}
+	for i := range states {
+		if states[i].AccountID == "" || states[i].MessageID == "" {
+			return wamux.Errorf(wamux.EInvalid, "state %d needs account_id and message_id", i)
+		}
+	}
+	now := ms(s.now())
+	return s.write(ctx, func(w *writeTx) error {
+		args := make([]any, 0, min(padRows(len(states)), maxStateRows)*stateColCount)
+		for start := 0; start < len(states); start += maxStateRows {
+			chunk := states[start:min(start+maxStateRows, len(states))]
+			rows := padRows(len(chunk))
+			args = args[:0]
+			for i := 0; i < rows; i++ {
+				st := &chunk[min(i, len(chunk)-1)]
+				updated := ms(st.UpdatedAt)
+				if updated == 0 {
+					updated = now
+				}
+				args = append(args, st.AccountID, st.MessageID, string(st.Type), ms(st.EventTime), st.ErrorCode, updated)
+			}
+			q := multiInsert(`INSERT INTO message_states (account_id, message_id, type, event_time, error_code, updated_at)
+				VALUES `, stateColCount, rows, ` ON CONFLICT (account_id, message_id) DO UPDATE SET
+				type = excluded.type, event_time = excluded.event_time,
+				error_code = excluded.error_code, updated_at = excluded.updated_at`)
+			if _, err := w.exec(q, args...); err != nil {
+				return fmt.Errorf("sqlite: put states: %w", wrapErr(err))
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,209 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// request is one caller's write: fn runs inside the shared transaction and
+// done receives its outcome once the transaction has committed.
+type request struct {
+	ctx  context.Context
+	fn   func(w *writeTx) error
+	done chan error
+}
+
+// write hands fn to the writer and waits until the transaction that ran it
+// has committed. A nil error means fn's writes are durable. When ctx ends
+// first the outcome is unknown: fn may still commit.
+func (s *Store) write(ctx context.Context, fn func(w *writeTx) error) error {
+	if err := ctx.Err(); err != nil {
+		return wrapErr(err)
+	}
+	r := &request{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return errClosed
+	}
+	select {
+	case s.reqs <- r:
+	case <-ctx.Done():
+		s.mu.RUnlock()
+		return wrapErr(ctx.Err())
+	}
+	s.mu.RUnlock()
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+		return wrapErr(ctx.Err())
+	}
+}
+
+// runWriter is the only goroutine that writes. It takes whatever is queued
+// (up to MaxBatch) and commits it as one transaction, so a burst of callers
+// pays for one fsync. It returns when reqs is closed and drained.
+func (s *Store) runWriter(w *writeTx) {
+	defer close(s.done)
+	defer w.closeStmts()
+	batch := make([]*request, 0, s.opts.MaxBatch)
+	errs := make([]error, 0, s.opts.MaxBatch)
+	for {
+		first, ok := <-s.reqs
+		if !ok {
+			return
+		}
+		batch = append(batch[:0], first)
+	fill:
+		for len(batch) < s.opts.MaxBatch {
+			select {
+			case r, ok := <-s.reqs:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		errs = s.commitBatch(w, batch, errs[:0])
+		for i, r := range batch {
+			r.done <- errs[i]
+			batch[i] = nil
+		}
+	}
+}
+
+// commitBatch runs every request under its own SAVEPOINT inside one
+// transaction: a request that fails rolls back only its own writes. It
+// returns one error per request; a failed COMMIT fails all of them.
+func (s *Store) commitBatch(w *writeTx, batch []*request, errs []error) []error {
+	for range batch {
+		errs = append(errs, nil)
+	}
+	fail := func(err error) []error {
+		_, _ = w.conn.ExecContext(context.Background(), "ROLLBACK")
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = err
+			}
+		}
+		return errs
+	}
+	if _, err := w.exec("BEGIN IMMEDIATE"); err != nil {
+		return fail(fmt.Errorf("sqlite: begin: %w", wrapErr(err)))
+	}
+	single := len(batch) == 1
+	for i, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			errs[i] = wrapErr(err)
+			continue
+		}
+		if single {
+			// Nothing to protect from this request: a failure rolls back
+			// the whole transaction, saving two statements.
+			if err := runSafely(w, r.fn); err != nil {
+				errs[i] = err
+				_, _ = w.conn.ExecContext(context.Background(), "ROLLBACK")
+				return errs
+			}
+			continue
+		}
+		if _, err := w.exec("SAVEPOINT req"); err != nil {
+			return fail(fmt.Errorf("sqlite: savepoint: %w", wrapErr(err)))
+		}
+		if err := runSafely(w, r.fn); err != nil {
+			errs[i] = err
+			if _, err := w.exec("ROLLBACK TO req"); err != nil {
+				return fail(fmt.Errorf("sqlite: rollback to savepoint: %w", wrapErr(err)))
+			}
+		}
+		if _, err := w.exec("RELEASE req"); err != nil {
+			return fail(fmt.Errorf("sqlite: release savepoint: %w", wrapErr(err)))
+		}
+	}
+	if _, err := w.exec("COMMIT"); err != nil {
+		return fail(fmt.Errorf("sqlite: commit: %w", wrapErr(err)))
+	}
+	return errs
+}
+
+// runSafely keeps a panicking request from killing the writer and with it
+// every other caller.
+func runSafely(w *writeTx, fn func(w *writeTx) error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("sqlite: write request panicked: %v", p)
+		}
+	}()
+	return fn(w)
+}
+
+// writeTx is the writer's connection with a cache of prepared statements,
+// keyed by SQL text. Multi-row statements come in a few fixed sizes, so the
+// cache stays small; it is flushed if it ever grows past max.
+type writeTx struct {
+	conn  *sql.Conn
+	stmts map[string]*sql.Stmt
+	max   int
+}
+
+func newWriteTx(conn *sql.Conn, max int) *writeTx {
+	return &writeTx{conn: conn, stmts: map[string]*sql.Stmt{}, max: max}
+}
+
+func (w *writeTx) stmt(query string) (*sql.Stmt, error) {
+	if st, ok := w.stmts[query]; ok {
+		return st, nil
+	}
+	if len(w.stmts) >= w.max {
+		w.closeStmts()
+	}
+	st, err := w.conn.PrepareContext(context.Background(), query)
+	if err != nil {
+		return nil, err
+	}
+	w.stmts[query] = st
+	return st, nil
+}
+
+func (w *writeTx) closeStmts() {
+	for q, st := range w.stmts {
+		_ = st.Close()
+		delete(w.stmts, q)
+	}
+}
+
+func (w *writeTx) exec(query string, args ...any) (sql.Result, error) {
+	st, err := w.stmt(query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(context.Background(), args...)
+}
+
+func (w *writeTx) query(query string, args ...any) (*sql.Rows, error) {
+	st, err := w.stmt(query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(context.Background(), args...)
+}
+
+// queryRow scans the first row into dest and reports whether there was one.
+func (w *writeTx) queryRow(query string, args []any, dest ...any) (bool, error) {
+	rows, err := w.query(query, args...)
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return false, rows.Err()
+	}
+	if err := rows.Scan(dest...); err != nil {
+		return false, err
+	}
+	return true, rows.Close()
+}

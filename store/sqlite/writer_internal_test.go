@@ -1,0 +1,168 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/wamux/wamux"
+)
+
+func openInternal(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "w.db"), Options{})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// blockWriter parks the writer inside a request until the returned release
+// is called, so the test can queue requests that will share one batch.
+func blockWriter(t *testing.T, s *Store) (release func(), done <-chan error) {
+	t.Helper()
+	started, gate := make(chan struct{}), make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		errc <- s.write(context.Background(), func(w *writeTx) error {
+			close(started)
+			<-gate
+			_, err := w.exec(`INSERT INTO settings (key, value, updated_at) VALUES ('blocker', 'x', 0)`)
+			return err
+		})
+	}()
+	<-started
+	return func() { close(gate) }, errc
+}
+
+func enqueue(s *Store, fn func(w *writeTx) error) *request {
+	r := &request{ctx: context.Background(), fn: fn, done: make(chan error, 1)}
+	s.reqs <- r
+	return r
+}
+
+func setting(key string) func(w *writeTx) error {
+	return func(w *writeTx) error {
+		_, err := w.exec(`INSERT INTO settings (key, value, updated_at) VALUES (?, 'v', 0)`, key)
+		return err
+	}
+}
+
+// TestSavepointIsolatesFailure queues three requests into one batch; the
+// middle one writes and then fails. Its write must vanish while its
+// neighbours commit.
+func TestSavepointIsolatesFailure(t *testing.T) {
+	s := openInternal(t)
+	release, blockerDone := blockWriter(t, s)
+	errBoom := wamux.Errorf(wamux.EConflict, "boom")
+	a := enqueue(s, setting("a"))
+	b := enqueue(s, func(w *writeTx) error {
+		if err := setting("b")(w); err != nil {
+			return err
+		}
+		return errBoom
+	})
+	p := enqueue(s, func(*writeTx) error { panic("bad request") })
+	c := enqueue(s, setting("c"))
+	release()
+	if err := <-blockerDone; err != nil {
+		t.Fatalf("blocker: %v", err)
+	}
+	if err := <-a.done; err != nil {
+		t.Fatalf("a: %v", err)
+	}
+	if err := <-b.done; !errors.Is(err, errBoom) {
+		t.Fatalf("b: %v, want its own error", err)
+	}
+	if err := <-p.done; err == nil {
+		t.Fatal("panicking request reported success")
+	}
+	if err := <-c.done; err != nil {
+		t.Fatalf("c: %v", err)
+	}
+	got, err := s.Settings(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got["a"] != "v" || got["c"] != "v" || got["blocker"] != "x" {
+		t.Fatalf("settings = %v, want blocker, a and c only", got)
+	}
+}
+
+// TestCloseDrains checks that writes queued before Close are committed and
+// answered, and that writes after Close are refused as unavailable.
+func TestCloseDrains(t *testing.T) {
+	s := openInternal(t)
+	release, blockerDone := blockWriter(t, s)
+	queued := []*request{enqueue(s, setting("x")), enqueue(s, setting("y"))}
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	release()
+	if err := <-closed; err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if err := <-blockerDone; err != nil {
+		t.Fatalf("blocker: %v", err)
+	}
+	for i, r := range queued {
+		if err := <-r.done; err != nil {
+			t.Fatalf("queued write %d: %v", i, err)
+		}
+	}
+	err := s.PutSettings(t.Context(), map[string]string{"z": "1"})
+	if wamux.ErrorCode(err) != wamux.EUnavailable {
+		t.Fatalf("write after close: %v, want unavailable", err)
+	}
+	s2, err := Open(t.Context(), s.path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	got, err := s2.Settings(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["x"] != "v" || got["y"] != "v" || got["blocker"] != "x" || len(got) != 3 {
+		t.Fatalf("after reopen settings = %v", got)
+	}
+}
+
+// TestCanceledCallerIsSkipped: a request whose context ended before the
+// writer reached it must not be applied.
+func TestCanceledCallerIsSkipped(t *testing.T) {
+	s := openInternal(t)
+	release, blockerDone := blockWriter(t, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &request{ctx: ctx, fn: setting("late"), done: make(chan error, 1)}
+	s.reqs <- r
+	cancel()
+	release()
+	<-blockerDone
+	if err := <-r.done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled request: %v, want context.Canceled", err)
+	}
+	got, err := s.Settings(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got["late"]; ok {
+		t.Fatal("canceled request was applied")
+	}
+}
+
+func TestDeadlineIsRecognisable(t *testing.T) {
+	s := openInternal(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 0)
+	defer cancel()
+	<-ctx.Done()
+	err := s.PutSettings(ctx, map[string]string{"k": "v"})
+	if !errors.Is(err, context.DeadlineExceeded) || wamux.ErrorCode(err) != wamux.EUnavailable {
+		t.Fatalf("expired context: %v (code %s)", err, wamux.ErrorCode(err))
+	}
+	_, err = s.GetAccount(ctx, "x")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("read with expired context: %v", err)
+	}
+}
