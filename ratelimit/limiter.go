@@ -1,0 +1,68 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Limiter is the per-account token bucket. Implementations are safe for
+// concurrent use and keep one bucket per account id.
+//
+// An account that was never given a limit uses the implementation's default
+// limit (DefaultRate and DefaultBurst for the ones in this package).
+type Limiter interface {
+	// Reserve takes n tokens from the account's bucket if they are there
+	// now and reports ok. Otherwise it takes nothing and reports how long
+	// until n tokens will be there at the current rate, so a dispatcher can
+	// sleep on a timer instead of polling. n must be in [1, burst]; a larger
+	// n could never be granted and is an error (ErrExceedsBurst).
+	Reserve(ctx context.Context, accountID string, n int) (ok bool, wait time.Duration, err error)
+	// SetLimit changes the account's rate (tokens per second) and burst
+	// (bucket size), effective for the very next Reserve. Tokens already in
+	// the bucket are kept, capped at the new burst; a larger burst fills
+	// up at the new rate rather than at once, so no change of limit ever
+	// lets more than rate×T + burst through.
+	SetLimit(ctx context.Context, accountID string, rate float64, burst int) error
+	// Tokens reports the tokens available now, for the dashboard.
+	Tokens(ctx context.Context, accountID string) (float64, error)
+}
+
+// Clock tells the time. Production code uses SystemClock; tests pass a clock
+// they move by hand.
+type Clock interface {
+	Now() time.Time
+}
+
+// SystemClock is the wall clock.
+type SystemClock struct{}
+
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// Defaults for an account that was never given a limit: the Cloud API's
+// default throughput of 80 messages/s per number, with a burst of a tenth of
+// a second so that a full bucket plus the next second stays near 80/s.
+const (
+	DefaultRate  = 80.0
+	DefaultBurst = 8
+)
+
+// Bounds on limits. A rate below MinLimitRate would need an emission
+// interval over an hour; bursts above MaxBurst would overflow the time
+// arithmetic of the bucket.
+const (
+	MinLimitRate = 1.0 / 3600
+	MaxLimitRate = 1e6
+	MaxBurst     = 1_000_000
+)
+
+var (
+	// ErrInvalidLimit is returned for a rate or burst out of bounds.
+	ErrInvalidLimit = errors.New("ratelimit: invalid limit")
+	// ErrInvalidCount is returned when Reserve asks for fewer than 1 token.
+	ErrInvalidCount = errors.New("ratelimit: token count must be at least 1")
+	// ErrExceedsBurst is returned when Reserve asks for more tokens than
+	// the bucket holds; such a request could never be granted.
+	ErrExceedsBurst = errors.New("ratelimit: token count exceeds burst")
+)

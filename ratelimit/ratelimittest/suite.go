@@ -1,0 +1,31 @@
+// Package ratelimittest is the conformance suite every ratelimit.Limiter
+// implementation passes: the in-process one and the Redis one. It proves
+// guarantee 6 (at most rate×T + burst grants in any window T) together with
+// the properties a dispatcher relies on: the budget is used, limits change
+// at once, accounts are independent, and concurrency does not break the
+// bound.
+package ratelimittest
+
+import (
+	"testing"
+
+	"github.com/wamux/wamux/ratelimit"
+)
+
+// NewLimiter builds a fresh limiter that reads time from clock. Each call
+// must return a limiter with no accounts in it.
+type NewLimiter func(t *testing.T, clock ratelimit.Clock) ratelimit.Limiter
+
+// Run runs the whole suite against the limiters newLimiter builds.
+func Run(t *testing.T, newLimiter NewLimiter) {
+	t.Run("Bound", func(t *testing.T) { testBound(t, newLimiter) })
+	t.Run("WaitIsHonest", func(t *testing.T) { testWaitIsHonest(t, newLimiter) })
+	t.Run("Utilization", func(t *testing.T) { testUtilization(t, newLimiter) })
+	t.Run("SetLimitLowersAtOnce", func(t *testing.T) { testSetLimitLowers(t, newLimiter) })
+	t.Run("SetLimitRaisesAtOnce", func(t *testing.T) { testSetLimitRaises(t, newLimiter) })
+	t.Run("LargerBurstFillsOverTime", func(t *testing.T) { testLargerBurst(t, newLimiter) })
+	t.Run("Tokens", func(t *testing.T) { testTokens(t, newLimiter) })
+	t.Run("AccountsIndependent", func(t *testing.T) { testIndependent(t, newLimiter) })
+	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, newLimiter) })
+	t.Run("Errors", func(t *testing.T) { testErrors(t, newLimiter) })
+}
