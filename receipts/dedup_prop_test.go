@@ -1,0 +1,74 @@
+package receipts
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/wamux/wamux/store"
+)
+
+// TestDedupExact: for any sequence of batches over a small key space, with
+// any filter size from useless to accurate, the switch flipped at random and
+// the clock moving (at most 36 h, inside the window), Dedup reports a key duplicate
+// exactly when it was seen before — in an earlier batch or earlier in its
+// own.
+func TestDedupExact(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		clock := newFakeClock(t0)
+		b, err := NewBloom(BloomConfig{
+			ExpectedPerHour:   uint(rapid.IntRange(1, 100).Draw(t, "expected")),
+			FalsePositiveRate: rapid.Float64Range(1e-6, 0.999).Draw(t, "rate"),
+			Now:               clock.Now,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := newMemStore()
+		genKey := rapid.Custom(func(t *rapid.T) store.ReceiptKey {
+			return rkey(
+				fmt.Sprint("acc", rapid.IntRange(0, 2).Draw(t, "account")),
+				fmt.Sprint("m", rapid.IntRange(0, 9).Draw(t, "message")),
+				rapid.SampledFrom(receiptTypes).Draw(t, "type"),
+			)
+		})
+
+		seen := map[store.ReceiptKey]bool{}
+		for range rapid.IntRange(1, 12).Draw(t, "batches") {
+			keys := rapid.SliceOfN(genKey, 0, 10).Draw(t, "keys")
+			b.SetEnabled(rapid.Bool().Draw(t, "enabled"))
+			clock.Advance(time.Duration(rapid.IntRange(0, 180).Draw(t, "minutes")) * time.Minute)
+
+			dup, bst, err := b.Dedup(context.Background(), keys, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, k := range keys {
+				if dup[i] != seen[k] {
+					t.Fatalf("key %+v: dup = %v, seen before = %v", k, dup[i], seen[k])
+				}
+				seen[k] = true
+			}
+			s.store(keys, dup)
+			if bst.Confirmed+bst.Repeats != count(dup) {
+				t.Fatalf("stats %+v do not add up to the %d duplicates", bst, count(dup))
+			}
+			if b.Enabled() && bst.Hits != bst.Confirmed+bst.FalsePositives {
+				t.Fatalf("stats %+v: hits are not confirmed + false positives", bst)
+			}
+		}
+	})
+}
+
+func count(bs []bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
+}
