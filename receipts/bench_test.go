@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bits-and-blooms/bloom/v3"
-
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/store"
 )
@@ -125,17 +123,33 @@ func BenchmarkBloomMayContain(b *testing.B) {
 	}
 }
 
-// fillWindow gives every hour of the window ending at hour h a filter with
-// half its bits set at random: what ExpectedPerHour keys leave behind.
+// fillWindow gives the 47 hours before hour h a filter with half its bits
+// set at random, about what ExpectedPerHour keys leave behind, and hour h
+// an empty one for the benchmark to fill.
 func fillWindow(bl *Bloom, h int64) {
 	rng := rand.New(rand.NewPCG(1, 2))
+	past := uint64(1<<BloomHours-1) &^ (1 << slot(h))
+	bl.words = make([]uint64, bl.m)
+	for i := range bl.words {
+		bl.words[i] = rng.Uint64() & past
+	}
 	for i := range BloomHours {
-		words := make([]uint64, (bl.m+63)/64)
-		for w := range words {
-			words[w] = rng.Uint64()
-		}
 		hour := h - int64(i)
-		bl.buckets[slot(hour)] = bucket{hour: hour, f: bloom.FromWithM(words, bl.m, bl.k)}
+		bl.hours[slot(hour)] = hour
+	}
+	bl.used = 1<<BloomHours - 1
+}
+
+// BenchmarkBloomRotate is the pause an Add takes when it reuses the slot of
+// an hour 48 h older, at the default size: once an hour.
+func BenchmarkBloomRotate(b *testing.B) {
+	bl := newTestBloom(b, BloomConfig{})
+	fillWindow(bl, hourOf(t0))
+	k := rkey("acc", "m", wamux.ReceiptSent)
+	at := t0
+	for b.Loop() {
+		at = at.Add(BloomHours * time.Hour)
+		bl.Add(k, at)
 	}
 }
 

@@ -146,9 +146,9 @@ func TestBloomConfig(t *testing.T) {
 		}
 	}
 	b := newTestBloom(t, BloomConfig{})
-	// The documented size: 441 KB an hour with the defaults.
-	if kb := b.m / 8 / 1000; kb != 441 {
-		t.Errorf("default filter is %d KB an hour, documented 441", kb)
+	// The documented size: 28 MB with the defaults.
+	if mb := b.m * 8 / 1_000_000; mb != 28 {
+		t.Errorf("default window takes %d MB, documented 28", mb)
 	}
 	if !b.Enabled() {
 		t.Error("Bloom layer off by default")

@@ -79,12 +79,13 @@ func (b *Bloom) Dedup(ctx context.Context, keys []store.ReceiptKey, confirm Conf
 
 	var check []int // indexes of the keys to confirm
 	b.mu.RLock()
+	live := b.live(hour)
 	for i, l := range locs {
 		switch {
 		case l == nil:
 		case !on:
 			check = append(check, i)
-		case b.test(l, hour):
+		case b.test(l, live):
 			st.Hits++
 			check = append(check, i)
 		}
