@@ -43,7 +43,7 @@ type DedupStats struct {
 // key the filter does not know is older than the window (or predates a
 // restart) and the store's unique key (L3) still catches it.
 //
-// Every key of the batch is added to the bucket of the current hour, unless
+// Every distinct key is added to the bucket of the current hour, unless
 // confirm fails: then nothing is recorded and the error says why, so the
 // batch can be retried as it was.
 //
