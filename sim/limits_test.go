@@ -1,0 +1,83 @@
+package sim_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/wamux/wamux/sim"
+)
+
+func TestThroughputLimitFollowsClock(t *testing.T) {
+	h := start(t, sim.Config{Limits: sim.Limits{Rate: 10, Burst: 5}})
+	accepted := 0
+	for i := range 8 {
+		if code, _, _ := h.send(num, token, text(fmt.Sprint("1555000", 1000+i), "")); code == 200 {
+			accepted++
+		}
+	}
+	if accepted != 5 {
+		t.Fatalf("accepted %d of 8 at one instant, want the burst of 5", accepted)
+	}
+	h.clk.Advance(100 * time.Millisecond) // one interval at 10/s
+	if code, _, _ := h.send(num, token, text("15550002000", "")); code != 200 {
+		t.Fatalf("after one interval: %d", code)
+	}
+	if code, body, _ := h.send(num, token, text("15550002001", "")); code != 400 || !contains(body, `"code":130429`) {
+		t.Fatalf("second after one interval: %d %s", code, body)
+	}
+	st := h.s.Stats().Numbers[num]
+	if st.Requests != 10 || st.Accepted != 6 || st.OverLimit != 4 || st.Rejected[130429] != 4 {
+		t.Fatalf("stats %+v", st)
+	}
+	if st.PeakRequestsPerSec != 10 || st.PeakAcceptedPerSec != 6 {
+		t.Fatalf("peaks %d/%d, want 10/6", st.PeakRequestsPerSec, st.PeakAcceptedPerSec)
+	}
+}
+
+func TestPairLimitPerRecipient(t *testing.T) {
+	h := start(t, sim.Config{Limits: sim.Limits{PairInterval: 6 * time.Second, PairBurst: 3}})
+	for i := range 3 {
+		if code, _, _ := h.send(num, token, text("15550001111", "")); code != 200 {
+			t.Fatalf("burst send %d: %d", i, code)
+		}
+	}
+	if code, body, _ := h.send(num, token, text("+15550001111", "")); code != 400 || !contains(body, `"code":131056`) {
+		t.Fatalf("over the pair burst (same number with +): %d %s", code, body)
+	}
+	if code, _, _ := h.send(num, token, text("15550002222", "")); code != 200 {
+		t.Fatalf("other recipient: %d", code)
+	}
+	h.clk.Advance(5 * time.Second)
+	if code, _, _ := h.send(num, token, text("15550001111", "")); code != 400 {
+		t.Fatalf("before the interval: %d", code)
+	}
+	h.clk.Advance(time.Second)
+	if code, _, _ := h.send(num, token, text("15550001111", "")); code != 200 {
+		t.Fatalf("after the interval: %d", code)
+	}
+	if st := h.s.Stats().Numbers[num]; st.PairOverLimit != 2 || st.Accepted != 5 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestPerNumberLimitsOverrideDefaults(t *testing.T) {
+	h := start(t, sim.Config{
+		Limits: sim.Limits{Rate: 1000},
+		Numbers: []sim.Number{
+			{PhoneNumberID: "a", AccessToken: "ta", Limits: sim.Limits{Rate: 1}},
+			{PhoneNumberID: "b", AccessToken: "tb"},
+		},
+	})
+	for i := range 3 {
+		h.send("a", "ta", text(fmt.Sprint("1555000000", i), ""))
+		h.send("b", "tb", text(fmt.Sprint("1555000000", i), ""))
+	}
+	st := h.s.Stats()
+	if st.Numbers["a"].Accepted != 1 || st.Numbers["b"].Accepted != 3 {
+		t.Fatalf("a %+v b %+v", st.Numbers["a"], st.Numbers["b"])
+	}
+	if st.Numbers["a"].Limits.Burst != 1 || st.Numbers["b"].Limits.Burst != 1000 {
+		t.Fatalf("limits a %+v b %+v", st.Numbers["a"].Limits, st.Numbers["b"].Limits)
+	}
+}
