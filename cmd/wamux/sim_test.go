@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"flag"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSimHelpDocumentsEveryFlag(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := runSim(context.Background(), []string{"--help"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	help := errOut.String()
+	fs, _ := simFlags(io.Discard)
+	n := 0
+	fs.VisitAll(func(f *flag.Flag) {
+		n++
+		if !strings.Contains(help, "-"+f.Name+" ") && !strings.Contains(help, "-"+f.Name+"\n") {
+			t.Errorf("--help does not document -%s", f.Name)
+		}
+		if f.Usage == "" {
+			t.Errorf("-%s has no description", f.Name)
+		}
+	})
+	if n < 30 {
+		t.Fatalf("only %d flags", n)
+	}
+}
+
+func TestSimBadFlags(t *testing.T) {
+	for _, args := range [][]string{{"--number", "nocolon"}, {"--fault-code", "x=1"}, {"--fault-5xx", "2"}, {"extra"}} {
+		if code := runSim(context.Background(), args, io.Discard, io.Discard); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}
+
+// TestSimRunsStandalone starts the command on a free port, sends one
+// message through it and stops it by cancelling the context.
+func TestSimRunsStandalone(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		done <- runSim(ctx, []string{"--listen", "127.0.0.1:0", "--number", "555:tok-1"}, pw, io.Discard)
+		pw.Close()
+	}()
+	lines := bufio.NewScanner(pr)
+	var url string
+	for lines.Scan() {
+		if u, ok := strings.CutPrefix(lines.Text(), "wamux sim: listening on "); ok {
+			url = u
+			break
+		}
+	}
+	go io.Copy(io.Discard, pr)
+	if url == "" {
+		t.Fatal("no listen line")
+	}
+	req, _ := http.NewRequest("POST", url+"/v24.0/555/messages", strings.NewReader(`{"messaging_product":"whatsapp","to":"15550001111","type":"text","text":{"body":"hi"}}`))
+	req.Header.Set("Authorization", "Bearer tok-1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("send: %d", resp.StatusCode)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("did not stop after cancellation")
+	}
+}
