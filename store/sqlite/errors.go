@@ -72,3 +72,10 @@ func fromMS(v int64) time.Time {
 	}
 	return time.UnixMilli(v).UTC()
 }
+
+// IsUnavailable reports whether err means the store could not do the work
+// now but may later (closed, locked too long, deadline passed); the same as
+// wamux.ErrorCode(err) == wamux.EUnavailable for errors from this package.
+func IsUnavailable(err error) bool {
+	return wamux.ErrorCode(err) == wamux.EUnavailable
+}

@@ -1,0 +1,108 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/wamux/wamux"
+)
+
+// errClosed answers calls made after Close.
+var errClosed = wamux.Errorf(wamux.EUnavailable, "store closed")
+
+// unavailableError marks a failure a client may retry later: the server
+// does not answer, the connection broke, or the deadline passed. It unwraps
+// both to a domain error with code EUnavailable (wamux.ErrorCode reports
+// "unavailable", HTTP 503) and to the cause, so errors.Is(err,
+// context.DeadlineExceeded) and errors.As(err, *pgconn.PgError) keep
+// working.
+type unavailableError struct{ cause error }
+
+func (e *unavailableError) Error() string { return "store unavailable: " + e.cause.Error() }
+
+func (e *unavailableError) Unwrap() []error {
+	return []error{wamux.Errorf(wamux.EUnavailable, "store unavailable, retry later"), e.cause}
+}
+
+// IsUnavailable reports whether err means the database could not be
+// reached or did not answer in time; the same as
+// wamux.ErrorCode(err) == wamux.EUnavailable for errors from this package.
+func IsUnavailable(err error) bool {
+	return wamux.ErrorCode(err) == wamux.EUnavailable
+}
+
+// wrapErr marks connection-level failures as unavailable and returns other
+// errors unchanged.
+func wrapErr(err error) error {
+	if err == nil || isDomain(err) {
+		return err
+	}
+	if isConnFailure(err) {
+		return &unavailableError{cause: err}
+	}
+	return err
+}
+
+func isDomain(err error) bool {
+	var e *wamux.Error
+	return errors.As(err, &e)
+}
+
+func isConnFailure(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case strings.HasPrefix(pgErr.Code, "08"): // connection exception
+			return true
+		case pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03": // shutdown, cannot connect now
+			return true
+		case pgErr.Code == "53300": // too many connections
+			return true
+		}
+		return false
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connectErr) || errors.As(err, &netErr) || pgconn.Timeout(err) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// isUnique reports a unique_violation.
+func isUnique(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
+}
+
+// isRetryable reports a transaction the server aborted to resolve a
+// deadlock or a serialization conflict; running it again is safe.
+func isRetryable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
+}
+
+// ms stores a time as unix milliseconds; the zero time is 0.
+func ms(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// fromMS is the inverse of ms and always returns UTC.
+func fromMS(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v).UTC()
+}

@@ -1,0 +1,102 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/store/postgres"
+)
+
+// TestConcurrentOpen starts several stores on one new schema at once: the
+// advisory lock must let exactly one of them create it and apply the
+// migrations, and the others must find it done.
+func TestConcurrentOpen(t *testing.T) {
+	first := newStore(t) // owns the schema's cleanup
+	dsn := testDSN(t)
+	var schema string
+	if err := first.Pool().QueryRow(t.Context(), "SELECT current_schema()").Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	other := schema + "_b"
+	t.Cleanup(func() {
+		_, _ = first.Pool().Exec(context.Background(), "DROP SCHEMA IF EXISTS "+other+" CASCADE")
+	})
+	const n = 4
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	stores := make([]*postgres.Store, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			stores[i], errs[i] = postgres.Open(t.Context(), dsn, postgres.Options{Schema: other})
+		}(i)
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+		defer stores[i].Close()
+	}
+	var applied int
+	if err := stores[0].Pool().QueryRow(t.Context(), "SELECT count(*) FROM schema_migrations").Scan(&applied); err != nil {
+		t.Fatal(err)
+	}
+	if applied != 1 {
+		t.Fatalf("schema_migrations has %d rows, want 1", applied)
+	}
+	// Schemas isolate: an account in one is not visible in the other.
+	if _, err := stores[0].CreateAccount(t.Context(), wamux.Account{ID: "a", PhoneNumberID: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.GetAccount(t.Context(), "a"); wamux.ErrorCode(err) != wamux.ENotFound {
+		t.Fatalf("account leaked across schemas: %v", err)
+	}
+}
+
+// TestUnavailable checks that a server that does not answer and an expired
+// deadline both come back as "unavailable", with the cause still
+// recognisable and no password in the message.
+func TestUnavailable(t *testing.T) {
+	_, err := postgres.Open(t.Context(), "postgres://wamux:s3cretpw@127.0.0.1:1/none?connect_timeout=2", postgres.Options{})
+	if err == nil {
+		t.Fatal("open against a closed port succeeded")
+	}
+	if !postgres.IsUnavailable(err) || wamux.ErrorCode(err) != wamux.EUnavailable {
+		t.Fatalf("closed port: %v (code %q), want unavailable", err, wamux.ErrorCode(err))
+	}
+	if strings.Contains(err.Error(), "s3cretpw") || strings.Contains(wamux.ErrorMessage(err), "127.0.0.1") {
+		t.Fatalf("error leaks connection details: %v / %q", err, wamux.ErrorMessage(err))
+	}
+
+	s := newStore(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 0)
+	defer cancel()
+	<-ctx.Done()
+	_, err = s.GetAccount(ctx, "a")
+	if !errors.Is(err, context.DeadlineExceeded) || !postgres.IsUnavailable(err) {
+		t.Fatalf("expired deadline: %v, want DeadlineExceeded and unavailable", err)
+	}
+	if err := s.PutSettings(ctx, map[string]string{"k": "v"}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("write with expired deadline: %v", err)
+	}
+
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(t.Context()); !postgres.IsUnavailable(err) {
+		t.Fatalf("ping after close: %v, want unavailable", err)
+	}
+}
+
+func TestInvalidSchema(t *testing.T) {
+	_, err := postgres.Open(t.Context(), testDSN(t), postgres.Options{Schema: "x; DROP TABLE y"})
+	if wamux.ErrorCode(err) != wamux.EInvalid {
+		t.Fatalf("bad schema name: %v, want invalid", err)
+	}
+}

@@ -1,0 +1,122 @@
+// Package postgres is the cluster store: PostgreSQL through a pgx pool.
+// Every write is its own transaction (the server does the group commit);
+// batches travel as arrays and are expanded with unnest, so one round trip
+// carries thousands of rows.
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/store"
+)
+
+// Options tunes a Store; the zero value is ready to use.
+type Options struct {
+	// Schema, when set, is created if missing and becomes the search_path of
+	// every pooled connection, so several gateways (or test runs) can share
+	// one database without seeing each other's tables.
+	Schema string
+	// MaxConns caps the pool; 0 keeps pgxpool's default (max(4, CPUs)).
+	MaxConns int32
+	// Now is the clock used for CreatedAt, UpdatedAt and similar stamps.
+	Now func() time.Time
+}
+
+// Store implements store.Store on PostgreSQL.
+type Store struct {
+	opts   Options
+	pool   *pgxpool.Pool
+	closed atomic.Bool
+}
+
+var _ store.Store = (*Store)(nil)
+
+var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// Open connects, creates the schema if asked to, and applies pending
+// migrations. The DSN never appears in returned errors.
+func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, wamux.Errorf(wamux.EInvalid, "postgres connection string does not parse")
+	}
+	if opts.Schema != "" {
+		if !schemaName.MatchString(opts.Schema) {
+			return nil, wamux.Errorf(wamux.EInvalid, "postgres schema must match %s", schemaName)
+		}
+		cfg.ConnConfig.RuntimeParams["search_path"] = opts.Schema
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open pool: %w", wrapErr(err))
+	}
+	s := &Store{opts: opts, pool: pool}
+	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Ping checks that the server answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if s.closed.Load() {
+		return errClosed
+	}
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("postgres: ping: %w", wrapErr(err))
+	}
+	return nil
+}
+
+// Close waits for in-flight calls to return their connections and closes
+// the pool. Writes are synchronous, so nothing is left to flush.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.pool.Close()
+	return nil
+}
+
+// Pool exposes the connection pool, for tests and for the cluster wiring
+// that shares one pool between components.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+func (s *Store) now() time.Time { return s.opts.Now().UTC() }
+
+// inTx runs fn in a transaction, retrying when the server aborted it for a
+// deadlock or a serialization failure; fn must be safe to run again.
+func (s *Store) inTx(ctx context.Context, what string, fn func(tx pgx.Tx) error) error {
+	if s.closed.Load() {
+		return errClosed
+	}
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		err = pgx.BeginFunc(ctx, s.pool, fn)
+		if !isRetryable(err) {
+			break
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	if isDomain(err) {
+		return err
+	}
+	return fmt.Errorf("postgres: %s: %w", what, wrapErr(err))
+}
