@@ -81,6 +81,9 @@ func (s *Server) accountView(a wamux.Account) accountResponse {
 		}
 		d := s.live.QueueDepth(a.ID)
 		v.QueueDepth = map[string]int{"P0": d[0], "P1": d[1], "P2": d[2]}
+		if until := s.live.CooldownUntil(a.ID); a.State == wamux.AccountActive && until.After(time.Now()) {
+			v.State, v.CooldownUntil = string(wamux.AccountCooldown), &until
+		}
 	}
 	return v
 }
@@ -107,6 +110,7 @@ func (s *Server) handleCreateAccount(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, "create account", err)
 		return
 	}
+	s.accountChanged(r, created)
 	s.logger(r).Info("account created", "account_id", created.ID, "rate_per_sec", created.RatePerSec, "burst", created.Burst)
 	w.Header().Set("Location", "/v1/accounts/"+url.PathEscape(created.ID))
 	writeJSON(w, http.StatusCreated, s.accountView(created))
@@ -240,6 +244,7 @@ func (s *Server) handlePatchAccount(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, "update account", err)
 		return
 	}
+	s.accountChanged(r, after)
 	s.logger(r).Info("account changed", "account_id", id,
 		"rate_per_sec_old", before.RatePerSec, "rate_per_sec_new", after.RatePerSec,
 		"burst_old", before.Burst, "burst_new", after.Burst,
@@ -290,4 +295,15 @@ func (req patchAccountRequest) validate() (store.AccountPatch, error) {
 		p.BaseURL = req.BaseURL
 	}
 	return p, nil
+}
+
+// accountChanged tells the send pipeline; the change is stored already, so
+// a failure here is logged and the pipeline picks it up on restart.
+func (s *Server) accountChanged(r *http.Request, a wamux.Account) {
+	if s.outbound == nil {
+		return
+	}
+	if err := s.outbound.AccountChanged(r.Context(), a); err != nil {
+		s.logger(r).Error("apply account change to the send pipeline", "account_id", a.ID, "err", err)
+	}
 }

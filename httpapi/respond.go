@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -125,3 +126,5 @@ func jsonKind(goKind string) string {
 	}
 	return fmt.Sprintf("of type %s", goKind)
 }
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }

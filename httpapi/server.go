@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/wamux/wamux/settings"
 	"github.com/wamux/wamux/store"
 )
 
@@ -28,6 +29,9 @@ const (
 type LiveState interface {
 	Tokens(accountID string) (float64, bool)
 	QueueDepth(accountID string) [3]int
+	// CooldownUntil is when a cooldown the gateway imposed (after
+	// repeated 429s) ends; zero or past when there is none.
+	CooldownUntil(accountID string) time.Time
 }
 
 // Config holds what the server needs; Store, Logger and Registry are
@@ -44,6 +48,12 @@ type Config struct {
 	Live LiveState
 	// StoreTimeout bounds each store call made for a request.
 	StoreTimeout time.Duration
+	// Outbound is the send pipeline; without it the message endpoints
+	// are not served.
+	Outbound Outbound
+	// Settings are the runtime settings behind /v1/config; without them
+	// the endpoint is not served.
+	Settings *settings.Manager
 }
 
 // Server serves the HTTP API.
@@ -55,6 +65,8 @@ type Server struct {
 	metrics      *metrics
 	registry     *prometheus.Registry
 	storeTimeout time.Duration
+	outbound     Outbound
+	settings     *settings.Manager
 	handler      http.Handler
 }
 
@@ -72,6 +84,8 @@ func New(cfg Config) (*Server, error) {
 		metrics:      m,
 		registry:     cfg.Registry,
 		storeTimeout: cfg.StoreTimeout,
+		outbound:     cfg.Outbound,
+		settings:     cfg.Settings,
 	}
 	if s.storeTimeout <= 0 {
 		s.storeTimeout = 10 * time.Second
@@ -97,6 +111,17 @@ func (s *Server) routes() http.Handler {
 	v1("GET /v1/accounts", s.handleListAccounts)
 	v1("GET /v1/accounts/{id}", s.handleGetAccount)
 	v1("PATCH /v1/accounts/{id}", s.handlePatchAccount)
+	if s.outbound != nil {
+		v1("POST /v1/messages", s.handleSubmit)
+		v1("POST /v1/messages:batch", s.handleSubmitBatch)
+		v1("GET /v1/messages/{msg_id}", s.handleGetMessage)
+		v1("POST /v1/messages/{msg_id}/release", s.handleRelease)
+		v1("POST /v1/messages/{msg_id}/drop", s.handleDrop)
+	}
+	if s.settings != nil {
+		v1("GET /v1/config", s.handleGetConfig)
+		v1("PATCH /v1/config", s.handlePatchConfig)
+	}
 
 	return s.withRequestID(s.recoverPanics(jsonFallbacks(mux)))
 }

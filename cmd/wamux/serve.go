@@ -1,3 +1,55 @@
 package main
 
-var runServe = notImplemented("serve")
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/wamux/wamux/app"
+	"github.com/wamux/wamux/config"
+)
+
+// runServe runs the gateway until ctx is cancelled (SIGINT/SIGTERM), then
+// drains within the configured bound and returns 0.
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg, err := config.Load(args, os.Getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "wamux serve: %v\n", err)
+		return 2
+	}
+	log := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	a := app.New(cfg, log)
+	if err := a.Start(ctx); err != nil {
+		log.Error("start failed", "err", err)
+		return 1
+	}
+	// Tests and scripts read this line to find the port when listening on :0.
+	fmt.Fprintf(stdout, "wamux: listening on http://%s\n", a.Addr())
+	<-ctx.Done()
+	log.Info("shutting down", "bound", time.Duration(cfg.ShutdownTimeout))
+	stopCtx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.ShutdownTimeout))
+	defer cancel()
+	if err := a.Stop(stopCtx); err != nil {
+		log.Error("shutdown incomplete", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(w io.Writer, format, level string) *slog.Logger {
+	var lv slog.Level
+	_ = lv.UnmarshalText([]byte(level))
+	opts := &slog.HandlerOptions{Level: lv}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

@@ -1,0 +1,221 @@
+// Package app wires the gateway together from its configuration and owns
+// its lifecycle: Start brings the parts up in dependency order, Stop takes
+// them down in reverse within a bound (stop intake, drain, close stores).
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/wamux/wamux/config"
+	"github.com/wamux/wamux/httpapi"
+	"github.com/wamux/wamux/outbound"
+	"github.com/wamux/wamux/provider/cloudapi"
+	"github.com/wamux/wamux/settings"
+	"github.com/wamux/wamux/store"
+	"github.com/wamux/wamux/store/postgres"
+	"github.com/wamux/wamux/store/sqlite"
+)
+
+// SQLiteFile is the database file name inside the data directory.
+const SQLiteFile = "wamux.db"
+
+// App is one running gateway. It is embeddable in tests: listen on
+// 127.0.0.1:0 with a temporary data dir and read Addr.
+type App struct {
+	cfg      config.Config
+	log      *slog.Logger
+	registry *prometheus.Registry
+
+	mu       sync.Mutex
+	started  bool
+	store    store.Store
+	server   *http.Server
+	listener net.Listener
+	serveErr chan error
+
+	dispatcher *outbound.Dispatcher
+	settings   *settings.Manager
+
+	// Provider replaces the Cloud API client (tests, the demo's in-process
+	// simulator may also just point accounts' base_url at it). Set before
+	// Start.
+	Provider outbound.Provider
+}
+
+// New prepares an App; nothing is opened until Start.
+func New(cfg config.Config, log *slog.Logger) *App {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return &App{cfg: cfg, log: log, registry: reg}
+}
+
+// Registry is the metrics registry every part registers on.
+func (a *App) Registry() *prometheus.Registry { return a.registry }
+
+// Dispatcher is the send pipeline (nil before Start).
+func (a *App) Dispatcher() *outbound.Dispatcher { return a.dispatcher }
+
+// Settings are the runtime settings (nil before Start).
+func (a *App) Settings() *settings.Manager { return a.settings }
+
+// Store is the opened store (nil before Start).
+func (a *App) Store() store.Store { return a.store }
+
+// Addr is the address the HTTP server listens on, once started.
+func (a *App) Addr() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.listener == nil {
+		return ""
+	}
+	return a.listener.Addr().String()
+}
+
+// Start opens the store, then starts serving HTTP. On error everything
+// already opened is closed again.
+func (a *App) Start(ctx context.Context) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.started {
+		return errors.New("app: already started")
+	}
+	if a.cfg.Kafka != "" || a.cfg.Redis != "" {
+		return errors.New("app: the Kafka and Redis cluster backends are not implemented yet; leave --kafka and --redis empty")
+	}
+	st, err := openStore(ctx, a.cfg)
+	if err != nil {
+		return err
+	}
+	// From here on, undo what was started if a later step fails.
+	var undo []func()
+	fail := func(err error) error {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+		return err
+	}
+	undo = append(undo, func() { st.Close() })
+
+	set, err := settings.Load(ctx, st, a.log)
+	if err != nil {
+		return fail(fmt.Errorf("app: %w", err))
+	}
+	provider := a.Provider
+	if provider == nil {
+		client, err := cloudapi.New(cloudapi.Config{})
+		if err != nil {
+			return fail(fmt.Errorf("app: cloud api client: %w", err))
+		}
+		undo = append(undo, client.Close)
+		provider = client
+	}
+	disp, err := outbound.New(outbound.Config{
+		Store: st, Provider: provider, Settings: set, Logger: a.log, Registry: a.registry,
+	})
+	if err != nil {
+		return fail(fmt.Errorf("app: outbound: %w", err))
+	}
+	if err := disp.Start(ctx); err != nil {
+		return fail(fmt.Errorf("app: start outbound: %w", err))
+	}
+	undo = append(undo, func() {
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		disp.Stop(c)
+	})
+
+	// receipts pipeline wiring (issue 5) goes here.
+
+	api, err := httpapi.New(httpapi.Config{
+		Store:    st,
+		Logger:   a.log,
+		Registry: a.registry,
+		APIKeys:  a.cfg.APIKeys,
+		Live:     disp,
+		Outbound: disp,
+		Settings: set,
+	})
+	if err != nil {
+		return fail(fmt.Errorf("app: http api: %w", err))
+	}
+	ln, err := net.Listen("tcp", a.cfg.Listen)
+	if err != nil {
+		return fail(fmt.Errorf("app: listen on %s: %w", a.cfg.Listen, err))
+	}
+	if len(a.cfg.APIKeys) == 0 {
+		a.log.Warn("no API keys configured (WAMUX_API_KEYS): every /v1 request will be refused")
+	}
+	a.store, a.listener, a.dispatcher, a.settings = st, ln, disp, set
+	a.server = &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+	}
+	a.serveErr = make(chan error, 1)
+	go func() { a.serveErr <- a.server.Serve(ln) }()
+	a.started = true
+	a.log.Info("wamux started", "listen", ln.Addr().String(), "store", a.cfg.RedactedStore())
+	return nil
+}
+
+// Stop stops intake and waits for in-flight requests until ctx ends, then
+// closes the store. Work acknowledged before Stop is already durable, so a
+// drain cut short by ctx loses nothing that was acknowledged.
+func (a *App) Stop(ctx context.Context) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.started {
+		return nil
+	}
+	a.started = false
+	var errs []error
+	if err := a.server.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("drain http: %w", err))
+		a.server.Close()
+	}
+	if err := <-a.serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		errs = append(errs, fmt.Errorf("serve http: %w", err))
+	}
+	if err := a.dispatcher.Stop(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := a.store.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close store: %w", err))
+	}
+	a.log.Info("wamux stopped")
+	return errors.Join(errs...)
+}
+
+func openStore(ctx context.Context, cfg config.Config) (store.Store, error) {
+	if cfg.Store == "sqlite" {
+		path := filepath.Join(cfg.DataDir, SQLiteFile)
+		st, err := sqlite.Open(ctx, path, sqlite.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("app: open sqlite %s: %w", path, err)
+		}
+		return st, nil
+	}
+	if strings.HasPrefix(cfg.Store, "postgres://") || strings.HasPrefix(cfg.Store, "postgresql://") {
+		st, err := postgres.Open(ctx, cfg.Store, postgres.Options{})
+		if err != nil {
+			// The DSN may hold a password: name only the redacted form.
+			return nil, fmt.Errorf("app: open postgres %s: %w", cfg.RedactedStore(), err)
+		}
+		return st, nil
+	}
+	return nil, fmt.Errorf("app: unknown store %q", cfg.RedactedStore())
+}

@@ -1,0 +1,444 @@
+package outbound
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/provider/cloudapi"
+	"github.com/wamux/wamux/ratelimit"
+	"github.com/wamux/wamux/settings"
+	"github.com/wamux/wamux/store"
+)
+
+// Provider sends one message and classifies the outcome; it never retries
+// by itself (the dispatcher owns the one retry loop). *cloudapi.Client
+// implements it.
+type Provider interface {
+	Send(ctx context.Context, dest cloudapi.Destination, msg wamux.Message) cloudapi.Result
+}
+
+// Clock tells the time; tests move it by hand.
+type Clock interface {
+	Now() time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// MaxInflightDefault bounds concurrent provider calls per account. At 80
+// msg/s and ~100 ms per call, 8 are busy; the bound only matters when the
+// provider stalls.
+const MaxInflightDefault = 64
+
+// Config builds a Dispatcher. Store, Provider, Settings, Logger and
+// Registry are required.
+type Config struct {
+	Store    store.Store
+	Provider Provider
+	Settings *settings.Manager
+	Logger   *slog.Logger
+	Registry prometheus.Registerer
+	// Clock defaults to the wall clock; the limiters and reorder buffers
+	// use it too, so a test can move them all.
+	Clock Clock
+	// MaxInflight bounds concurrent provider calls per account.
+	MaxInflight int
+}
+
+// Dispatcher takes admitted messages to the provider: reorder buffer,
+// routing, per-account queues, limits, the retry loop and compensation of
+// unknown outcomes.
+type Dispatcher struct {
+	store    store.Store
+	provider Provider
+	settings *settings.Manager
+	log      *slog.Logger
+	clock    Clock
+	metrics  *metrics
+	limiter  *ratelimit.Adaptive
+	pairs    *ratelimit.PairLimiter
+	maxIn    int
+
+	routeMu sync.Mutex // one routing decision at a time: first messages to one recipient agree
+
+	mu       sync.Mutex
+	running  bool
+	ctx      context.Context // cancelled on Stop: no new sends
+	cancel   context.CancelFunc
+	sendCtx  context.Context // cancelled when Stop's bound runs out: abandon provider calls
+	abandon  context.CancelFunc
+	workers  map[string]*worker
+	wg       sync.WaitGroup
+	accounts map[string]wamux.Account
+}
+
+// New builds a Dispatcher; nothing runs until Start.
+func New(cfg Config) (*Dispatcher, error) {
+	if cfg.Store == nil || cfg.Provider == nil || cfg.Settings == nil || cfg.Logger == nil || cfg.Registry == nil {
+		return nil, errors.New("outbound: Store, Provider, Settings, Logger and Registry are required")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = systemClock{}
+	}
+	if cfg.MaxInflight <= 0 {
+		cfg.MaxInflight = MaxInflightDefault
+	}
+	m, err := newMetrics(cfg.Registry)
+	if err != nil {
+		return nil, err
+	}
+	s := cfg.Settings.Current()
+	local, err := ratelimit.NewLocal(ratelimit.LocalConfig{Clock: cfg.Clock})
+	if err != nil {
+		return nil, fmt.Errorf("outbound: limiter: %w", err)
+	}
+	adaptive, err := ratelimit.NewAdaptive(local, ratelimit.AdaptiveConfig{Clock: cfg.Clock, CooldownMin: s.CooldownMin, CooldownMax: s.CooldownMax})
+	if err != nil {
+		return nil, fmt.Errorf("outbound: adaptive limiter: %w", err)
+	}
+	pairs, err := ratelimit.NewPairLimiter(ratelimit.PairConfig{Clock: cfg.Clock, Interval: s.PairInterval, Burst: s.PairBurst})
+	if err != nil {
+		return nil, fmt.Errorf("outbound: pair limiter: %w", err)
+	}
+	d := &Dispatcher{
+		store:    cfg.Store,
+		provider: cfg.Provider,
+		settings: cfg.Settings,
+		log:      cfg.Logger,
+		clock:    cfg.Clock,
+		metrics:  m,
+		limiter:  adaptive,
+		pairs:    pairs,
+		maxIn:    cfg.MaxInflight,
+		workers:  make(map[string]*worker),
+		accounts: make(map[string]wamux.Account),
+	}
+	cfg.Settings.OnChange(d.settingsChanged)
+	return d, nil
+}
+
+// settingsChanged pushes new limits to the limiters and wakes every worker
+// so timeouts and bounds apply at once.
+func (d *Dispatcher) settingsChanged(old, next settings.Values) {
+	if old.CooldownMin != next.CooldownMin || old.CooldownMax != next.CooldownMax {
+		if err := d.limiter.SetCooldown(next.CooldownMin, next.CooldownMax); err != nil {
+			d.log.Error("apply cooldown settings", "err", err)
+		}
+	}
+	if old.PairInterval != next.PairInterval || old.PairBurst != next.PairBurst {
+		if err := d.pairs.SetPolicy(next.PairInterval, next.PairBurst); err != nil {
+			d.log.Error("apply pair settings", "err", err)
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, w := range d.workers {
+		w.kick()
+	}
+}
+
+// Start recovers the state a previous process left and starts one worker
+// per account. Messages found in status sending were with the provider when
+// that process died: their outcome is unknown, so they go to compensation,
+// never straight to a resend.
+func (d *Dispatcher) Start(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.running {
+		return errors.New("outbound: already started")
+	}
+	accounts, err := d.store.ListAccounts(ctx)
+	if err != nil {
+		return fmt.Errorf("outbound: load accounts: %w", err)
+	}
+	sending, err := d.store.ListMessages(ctx, store.MessageFilter{Statuses: []wamux.Status{wamux.StatusSending}, Limit: 1 << 30})
+	if err != nil {
+		return fmt.Errorf("outbound: load in-flight messages: %w", err)
+	}
+	lastErr := "outcome unknown: the gateway stopped during the provider call"
+	for _, m := range sending {
+		if _, err := d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: m.ID, From: []wamux.Status{wamux.StatusSending},
+			Status: wamux.StatusUnknown, LastError: &lastErr}); err != nil {
+			return fmt.Errorf("outbound: mark %s unknown: %w", m.ID, err)
+		}
+	}
+	if len(sending) > 0 {
+		d.log.Warn("messages in flight at the last stop are now unknown and go to compensation", "count", len(sending))
+	}
+	d.ctx, d.cancel = context.WithCancel(context.Background())
+	d.sendCtx, d.abandon = context.WithCancel(context.Background())
+	for _, a := range accounts {
+		d.accounts[a.ID] = a
+		if err := d.startWorker(ctx, a); err != nil {
+			d.cancel()
+			return err
+		}
+	}
+	d.running = true
+	return nil
+}
+
+// startWorker restores one account's queue and reorder buffer and starts
+// its goroutine. The caller holds d.mu.
+func (d *Dispatcher) startWorker(ctx context.Context, a wamux.Account) error {
+	if err := d.limiter.SetLimit(ctx, a.ID, a.RatePerSec, a.Burst); err != nil {
+		return fmt.Errorf("outbound: limit for %s: %w", a.ID, err)
+	}
+	if !a.CooldownUntil.IsZero() {
+		d.limiter.CoolDown(a.ID, a.CooldownUntil)
+	}
+	w := newWorker(d, a)
+	if err := w.restore(ctx); err != nil {
+		return fmt.Errorf("outbound: restore account %s: %w", a.ID, err)
+	}
+	d.workers[a.ID] = w
+	d.wg.Add(1)
+	go w.run(d.ctx)
+	return nil
+}
+
+// Stop stops new sends and waits for the provider calls in flight to end
+// and be recorded, until ctx ends; calls still open then are abandoned and
+// stay in status sending, which the next Start turns into unknown.
+func (d *Dispatcher) Stop(ctx context.Context) error {
+	d.mu.Lock()
+	if !d.running {
+		d.mu.Unlock()
+		return nil
+	}
+	d.running = false
+	d.cancel()
+	d.mu.Unlock()
+	done := make(chan struct{})
+	go func() { d.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		d.abandon()
+		return nil
+	case <-ctx.Done():
+		d.abandon()
+		<-done
+		return fmt.Errorf("outbound: drain cut short: %w", ctx.Err())
+	}
+}
+
+// AccountChanged tells the dispatcher an account was created or changed
+// (PATCH): limits apply to the next send, a new account gets a worker.
+func (d *Dispatcher) AccountChanged(ctx context.Context, a wamux.Account) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.accounts[a.ID] = a
+	w, ok := d.workers[a.ID]
+	if !ok {
+		if !d.running {
+			return nil
+		}
+		return d.startWorker(ctx, a)
+	}
+	if err := d.limiter.SetLimit(ctx, a.ID, a.RatePerSec, a.Burst); err != nil {
+		return fmt.Errorf("outbound: limit for %s: %w", a.ID, err)
+	}
+	w.setAccount(a)
+	return nil
+}
+
+func (d *Dispatcher) worker(accountID string) (*worker, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	w, ok := d.workers[accountID]
+	return w, ok
+}
+
+// account returns the dispatcher's copy of an account, falling back to the
+// store for one created elsewhere.
+func (d *Dispatcher) account(ctx context.Context, id string) (wamux.Account, error) {
+	d.mu.Lock()
+	a, ok := d.accounts[id]
+	d.mu.Unlock()
+	if ok {
+		return a, nil
+	}
+	a, err := d.store.GetAccount(ctx, id)
+	if wamux.ErrorCode(err) == wamux.ENotFound {
+		return a, wamux.Errorf(wamux.EInvalid, "unknown account_id %q", id)
+	}
+	if err != nil {
+		return a, err
+	}
+	if err := d.AccountChanged(ctx, a); err != nil {
+		return a, err
+	}
+	return a, nil
+}
+
+// SubmitResult is the outcome for one submitted message.
+type SubmitResult struct {
+	Message   wamux.Message // as stored (for a duplicate: the stored one)
+	Duplicate bool
+	Err       error // EInvalid, EConflict, …; nil on success
+}
+
+// Submit stores admitted messages durably and hands the new ones to their
+// account workers. Results are in input order; one message's error does
+// not fail the others. The error return is for the store failing as a
+// whole, in which case nothing was acknowledged.
+func (d *Dispatcher) Submit(ctx context.Context, msgs []wamux.Message) ([]SubmitResult, error) {
+	results := make([]SubmitResult, len(msgs))
+	var toInsert []wamux.Message
+	var idx []int
+	for i, m := range msgs {
+		if m.AccountID != "" {
+			if _, err := d.account(ctx, m.AccountID); err != nil {
+				results[i].Err = err
+				continue
+			}
+		}
+		routed := m
+		if routed.AccountID == "" {
+			acc, err := d.route(ctx, m.To)
+			if err != nil {
+				results[i].Err = err
+				continue
+			}
+			routed.AccountID = acc
+		}
+		toInsert = append(toInsert, routed)
+		idx = append(idx, i)
+	}
+	if len(toInsert) == 0 {
+		return results, nil
+	}
+	ins, err := d.store.InsertMessages(ctx, toInsert)
+	if err != nil {
+		return nil, fmt.Errorf("outbound: store messages: %w", err)
+	}
+	now := d.clock.Now()
+	var fresh []wamux.Message
+	for j, r := range ins {
+		i := idx[j]
+		switch r.Outcome {
+		case store.Inserted:
+			m := toInsert[j]
+			m.CreatedAt, m.UpdatedAt = now, now
+			results[i].Message = m
+			fresh = append(fresh, m)
+			d.metrics.submitted.WithLabelValues(m.Priority.String()).Inc()
+		case store.Duplicate:
+			results[i].Message, results[i].Duplicate = *r.Existing, true
+			d.metrics.duplicates.Inc()
+		case store.Conflict:
+			results[i].Err = conflictError(toInsert[j], r.Existing)
+		}
+	}
+	for _, m := range fresh {
+		if w, ok := d.worker(m.AccountID); ok {
+			w.submit(m)
+		}
+	}
+	return results, nil
+}
+
+func conflictError(m wamux.Message, existing *wamux.Message) error {
+	if existing != nil && existing.ID != m.ID {
+		return wamux.Errorf(wamux.EConflict, "client_seq %d of account %s is already taken by msg_id %s", m.ClientSeq, m.AccountID, existing.ID)
+	}
+	return wamux.Errorf(wamux.EConflict, "msg_id %s already exists with other content", m.ID)
+}
+
+// Release sends a held message after all (the operator accepts it goes out
+// of order); Drop gives it up.
+func (d *Dispatcher) Release(ctx context.Context, msgID string) (wamux.Message, error) {
+	return d.decideHeld(ctx, msgID, wamux.StatusQueued)
+}
+
+// Drop gives up a held message.
+func (d *Dispatcher) Drop(ctx context.Context, msgID string) (wamux.Message, error) {
+	return d.decideHeld(ctx, msgID, wamux.StatusDropped)
+}
+
+func (d *Dispatcher) decideHeld(ctx context.Context, msgID string, to wamux.Status) (wamux.Message, error) {
+	m, err := d.store.GetMessage(ctx, msgID)
+	if err != nil {
+		return m, err
+	}
+	ok, err := d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: msgID, From: []wamux.Status{wamux.StatusHeld}, Status: to})
+	if err != nil {
+		return m, err
+	}
+	if !ok {
+		return m, wamux.Errorf(wamux.EConflict, "message %s is %s, not held", msgID, m.Status)
+	}
+	m.Status = to
+	if to == wamux.StatusQueued {
+		if w, ok := d.worker(m.AccountID); ok {
+			w.enqueueReleased([]wamux.Message{m})
+		}
+	}
+	return m, nil
+}
+
+// Tokens implements the API's live view of an account's bucket.
+func (d *Dispatcher) Tokens(accountID string) (float64, bool) {
+	t, err := d.limiter.Tokens(context.Background(), accountID)
+	return t, err == nil
+}
+
+// QueueDepth reports queued messages per priority.
+func (d *Dispatcher) QueueDepth(accountID string) [3]int {
+	if w, ok := d.worker(accountID); ok {
+		return w.depth()
+	}
+	return [3]int{}
+}
+
+// LimitState reports the adaptive limiter's view (cooldowns set by 429s).
+func (d *Dispatcher) LimitState(accountID string) ratelimit.AccountLimit {
+	return d.limiter.Limit(accountID)
+}
+
+// sortForQueue orders recovered messages as they must be sent: by creation,
+// except that messages with a client_seq keep seq order among themselves
+// per recipient (seq 2 may have been created before seq 1).
+func sortForQueue(msgs []wamux.Message) {
+	sort.SliceStable(msgs, func(i, j int) bool { return msgs[i].CreatedAt.Before(msgs[j].CreatedAt) })
+	slots := map[string][]int{}
+	for i, m := range msgs {
+		if m.ClientSeq > 0 {
+			slots[m.To] = append(slots[m.To], i)
+		}
+	}
+	for _, pos := range slots {
+		seqd := make([]wamux.Message, len(pos))
+		for k, p := range pos {
+			seqd[k] = msgs[p]
+		}
+		sort.SliceStable(seqd, func(a, b int) bool { return seqd[a].ClientSeq < seqd[b].ClientSeq })
+		for k, p := range pos {
+			msgs[p] = seqd[k]
+		}
+	}
+}
+
+// CooldownUntil reports when a gateway-imposed cooldown ends.
+func (d *Dispatcher) CooldownUntil(accountID string) time.Time {
+	return d.limiter.Limit(accountID).CooldownUntil
+}
+
+// Kick wakes every worker to look at its queues and timers now; tests that
+// move an injected clock call it.
+func (d *Dispatcher) Kick() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, w := range d.workers {
+		w.kick()
+	}
+}

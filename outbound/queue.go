@@ -1,0 +1,134 @@
+package outbound
+
+import (
+	"container/heap"
+	"time"
+
+	"github.com/wamux/wamux"
+)
+
+// item is one message in an account queue.
+type item struct {
+	msg      wamux.Message
+	enqueued time.Time
+	// retries counts attempts that count against max_attempts: certain
+	// failures and unknown outcomes, not throttles (those are the
+	// account's fault, not the message's).
+	retries int
+	// unknown: the last attempt's outcome is unknown; before anything else
+	// the compensator must look for a status that resolves it.
+	unknown bool
+	// resend: the compensator found nothing; the next attempt resends the
+	// same msg_id and is counted as a resend.
+	resend bool
+}
+
+// recipient is the FIFO of one recipient's messages in one account. At most
+// one of its messages is with the provider at a time, which is what keeps
+// per-recipient order while other recipients proceed in parallel.
+type recipient struct {
+	to        string
+	msgs      []*item
+	inflight  bool
+	notBefore time.Time
+	heapIndex int // in the delayed heap, -1 when not there
+}
+
+func (r *recipient) head() *item { return r.msgs[0] }
+
+func (r *recipient) pop() *item {
+	it := r.msgs[0]
+	r.msgs[0] = nil
+	r.msgs = r.msgs[1:]
+	return it
+}
+
+// queues schedules the recipients of one account: ready recipients in three
+// FIFO lists by the priority of their head message, waiting ones in a heap
+// by the time they may go again. Owned by the account's worker goroutine.
+type queues struct {
+	byTo    map[string]*recipient
+	ready   [3][]*recipient
+	delayed delayHeap
+	depth   [3]int
+}
+
+func newQueues() *queues {
+	return &queues{byTo: make(map[string]*recipient)}
+}
+
+// push appends a message to its recipient's FIFO.
+func (q *queues) push(it *item, now time.Time) {
+	r, ok := q.byTo[it.msg.To]
+	if !ok {
+		r = &recipient{to: it.msg.To, heapIndex: -1}
+		q.byTo[it.msg.To] = r
+	}
+	r.msgs = append(r.msgs, it)
+	q.depth[it.msg.Priority]++
+	if len(r.msgs) == 1 && !r.inflight && r.heapIndex < 0 {
+		q.schedule(r, now)
+	}
+}
+
+// schedule files a recipient that is not in flight: ready when its time
+// has come, delayed otherwise, forgotten when it has nothing left.
+func (q *queues) schedule(r *recipient, now time.Time) {
+	if len(r.msgs) == 0 {
+		delete(q.byTo, r.to)
+		return
+	}
+	if r.notBefore.After(now) {
+		heap.Push(&q.delayed, r)
+		return
+	}
+	p := r.head().msg.Priority
+	q.ready[p] = append(q.ready[p], r)
+}
+
+// promote moves recipients whose wait is over to the ready lists and
+// returns when the next one will be due (zero when none waits).
+func (q *queues) promote(now time.Time) time.Time {
+	for len(q.delayed) > 0 {
+		r := q.delayed[0]
+		if r.notBefore.After(now) {
+			return r.notBefore
+		}
+		heap.Pop(&q.delayed)
+		q.schedule(r, now)
+	}
+	return time.Time{}
+}
+
+// popReady removes and returns the first ready recipient of priority p.
+func (q *queues) popReady(p int) *recipient {
+	r := q.ready[p][0]
+	q.ready[p][0] = nil
+	q.ready[p] = q.ready[p][1:]
+	return r
+}
+
+func (q *queues) removed(it *item) { q.depth[it.msg.Priority]-- }
+
+// delayHeap orders waiting recipients by notBefore.
+type delayHeap []*recipient
+
+func (h delayHeap) Len() int           { return len(h) }
+func (h delayHeap) Less(i, j int) bool { return h[i].notBefore.Before(h[j].notBefore) }
+func (h delayHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIndex, h[j].heapIndex = i, j
+}
+func (h *delayHeap) Push(x any) {
+	r := x.(*recipient)
+	r.heapIndex = len(*h)
+	*h = append(*h, r)
+}
+func (h *delayHeap) Pop() any {
+	old := *h
+	r := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	r.heapIndex = -1
+	return r
+}

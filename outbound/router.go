@@ -1,0 +1,83 @@
+package outbound
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/wamux/wamux"
+)
+
+// usable reports whether an account can take new recipients now: active in
+// the store and not cooling down in the limiter.
+func (d *Dispatcher) usable(a wamux.Account) bool {
+	if a.State != wamux.AccountActive {
+		return false
+	}
+	return d.limiter.Limit(a.ID).State == wamux.AccountActive
+}
+
+// route returns the account that sends to a recipient. A recipient keeps
+// its owner (sticky: one conversation, one business number); a recipient
+// without one, or whose owner is disabled or cooling down, gets the pool
+// account with the most tokens relative to its capacity, and the choice is
+// recorded with its reason.
+func (d *Dispatcher) route(ctx context.Context, to string) (string, error) {
+	d.routeMu.Lock()
+	defer d.routeMu.Unlock()
+	owner, err := d.store.GetOwner(ctx, to)
+	switch code := wamux.ErrorCode(err); {
+	case err == nil:
+	case code == wamux.ENotFound:
+		owner = ""
+	default:
+		return "", fmt.Errorf("outbound: owner of recipient: %w", err)
+	}
+	d.mu.Lock()
+	pool := make([]wamux.Account, 0, len(d.accounts))
+	for _, a := range d.accounts {
+		pool = append(pool, a)
+	}
+	current, hasOwner := d.accounts[owner]
+	d.mu.Unlock()
+	if hasOwner && d.usable(current) {
+		return owner, nil
+	}
+
+	type candidate struct {
+		id    string
+		ratio float64
+	}
+	var cands []candidate
+	for _, a := range pool {
+		if !d.usable(a) {
+			continue
+		}
+		tokens, _ := d.limiter.Tokens(ctx, a.ID)
+		cands = append(cands, candidate{a.ID, tokens / float64(max(a.Burst, 1))})
+	}
+	if len(cands) == 0 {
+		if owner != "" {
+			// Nobody better: keep the owner; its queue holds the message
+			// until the account is back.
+			return owner, nil
+		}
+		return "", wamux.Errorf(wamux.EUnavailable, "no active account to send from; create one or re-enable one")
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		if cands[i].ratio != cands[j].ratio {
+			return cands[i].ratio > cands[j].ratio
+		}
+		return cands[i].id < cands[j].id
+	})
+	pick := cands[0].id
+	reason := "first"
+	if owner != "" {
+		reason = "owner_unavailable"
+	}
+	if err := d.store.SetOwner(ctx, to, pick, reason); err != nil {
+		return "", fmt.Errorf("outbound: record owner: %w", err)
+	}
+	d.metrics.reroutes.WithLabelValues(reason).Inc()
+	return pick, nil
+}

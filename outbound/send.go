@@ -1,0 +1,216 @@
+package outbound
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/provider/cloudapi"
+	"github.com/wamux/wamux/store"
+)
+
+// backoff is exponential with full jitter: a random delay in
+// [0, min(cap, base·2^(n-1))], so many clients retrying after one outage
+// spread out instead of arriving together.
+func backoff(base, ceiling time.Duration, n int) time.Duration {
+	d := ceiling
+	if n < 63 {
+		if e := base << (n - 1); e > 0 && e < ceiling {
+			d = e
+		}
+	}
+	if d <= 0 {
+		return 0
+	}
+	return rand.N(d + 1)
+}
+
+// send makes one provider attempt for the head message of a recipient. The
+// message is recorded as sending before the call, so a crash during the
+// call leaves evidence that its outcome is unknown.
+func (w *worker) send(it *item) (action, time.Duration) {
+	d := w.d
+	from := []wamux.Status{wamux.StatusQueued, wamux.StatusWaitingSeq}
+	if it.resend {
+		from = []wamux.Status{wamux.StatusUnknown}
+	}
+	ctx, cancel := bg()
+	ok, err := d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: it.msg.ID, From: from, Status: wamux.StatusSending, AttemptsDelta: 1})
+	cancel()
+	if err != nil {
+		d.log.Error("store sending status", "account_id", w.id, "msg_id", it.msg.ID, "err", err)
+		return actRetry, time.Second
+	}
+	if !ok {
+		// Someone else moved it on (a status resolved it, an operator
+		// dropped it): nothing to send.
+		return actDone, 0
+	}
+	if it.resend {
+		d.metrics.resends.WithLabelValues(w.id, "resent").Inc()
+		it.resend = false
+	}
+	acct := w.snapshotAccount()
+	res := d.provider.Send(d.sendCtx, cloudapi.DestinationOf(acct), it.msg)
+	d.metrics.sends.WithLabelValues(w.id, res.Outcome.String()).Inc()
+	s := d.settings.Current()
+	now := d.clock.Now()
+	reason := res.Reason
+	switch res.Outcome {
+	case cloudapi.Accepted:
+		w.finish(it, wamux.StatusAccepted, res.WAMID, nil)
+		d.metrics.acceptLatency.WithLabelValues(it.msg.Priority.String()).Observe(now.Sub(it.msg.CreatedAt).Seconds())
+		return actDone, 0
+
+	case cloudapi.Permanent:
+		w.finish(it, wamux.StatusFailed, "", &reason)
+		return actDone, 0
+
+	case cloudapi.Retry:
+		it.retries++
+		if it.retries >= s.MaxAttempts {
+			why := fmt.Sprintf("gave up after %d attempts: %s", it.retries, reason)
+			w.finish(it, wamux.StatusFailed, "", &why)
+			return actDone, 0
+		}
+		d.metrics.retries.WithLabelValues(w.id, "retry").Inc()
+		w.requeue(it, reason)
+		return actRetry, max(res.Delay, backoff(s.BackoffBase, s.BackoffCap, it.retries))
+
+	case cloudapi.SlowDown:
+		d.metrics.throttled.WithLabelValues(w.id, strconv.Itoa(res.Code)).Inc()
+		d.metrics.retries.WithLabelValues(w.id, "throttled").Inc()
+		lim := d.limiter.OnThrottled(w.id)
+		if lim.State == wamux.AccountCooldown {
+			w.coolDown(lim.CooldownUntil)
+		}
+		w.requeue(it, reason)
+		return actRetry, max(res.Delay, s.BackoffBase)
+
+	case cloudapi.PairLimit:
+		d.metrics.throttled.WithLabelValues(w.id, strconv.Itoa(res.Code)).Inc()
+		d.metrics.retries.WithLabelValues(w.id, "pair_limit").Inc()
+		d.pairs.OnPairLimited(w.id, it.msg.To)
+		w.requeue(it, reason)
+		return actRetry, max(res.Delay, s.PairInterval)
+
+	case cloudapi.Cooldown:
+		until := now.Add(max(res.Delay, s.CooldownMin))
+		d.limiter.CoolDown(w.id, until)
+		w.coolDown(until)
+		d.metrics.retries.WithLabelValues(w.id, "cooldown").Inc()
+		w.requeue(it, reason)
+		return actRetry, until.Sub(now)
+
+	case cloudapi.Disable:
+		w.disable(reason)
+		w.requeue(it, reason)
+		return actRetry, 0
+
+	default: // cloudapi.Unknown
+		it.retries++
+		ctx, cancel := bg()
+		defer cancel()
+		why := "outcome unknown: " + reason
+		if _, err := d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: it.msg.ID, From: []wamux.Status{wamux.StatusSending},
+			Status: wamux.StatusUnknown, LastError: &why}); err != nil {
+			d.log.Error("store unknown status", "account_id", w.id, "msg_id", it.msg.ID, "err", err)
+		}
+		it.unknown = true
+		return actRetry, s.QuietPeriod
+	}
+}
+
+// compensate decides an unknown outcome after the quiet period: a status
+// carrying our msg_id (biz_opaque_callback_data) has resolved it, or it is
+// resent with the same msg_id.
+func (w *worker) compensate(it *item) (action, time.Duration) {
+	d := w.d
+	ctx, cancel := bg()
+	m, err := d.store.GetMessage(ctx, it.msg.ID)
+	cancel()
+	if err != nil {
+		d.log.Error("compensation: read message", "account_id", w.id, "msg_id", it.msg.ID, "err", err)
+		return actRetry, time.Second
+	}
+	if m.Status != wamux.StatusUnknown {
+		d.metrics.resends.WithLabelValues(w.id, "resolved").Inc()
+		return actDone, 0
+	}
+	s := d.settings.Current()
+	if it.retries >= s.MaxAttempts {
+		why := fmt.Sprintf("outcome still unknown after %d attempts", it.retries)
+		ctx, cancel := bg()
+		defer cancel()
+		if _, err := d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: it.msg.ID, From: []wamux.Status{wamux.StatusUnknown},
+			Status: wamux.StatusFailed, LastError: &why}); err != nil {
+			d.log.Error("store failed status", "account_id", w.id, "msg_id", it.msg.ID, "err", err)
+		}
+		return actDone, 0
+	}
+	it.unknown, it.resend = false, true
+	return actRetry, 0
+}
+
+// finish records a final outcome of an attempt.
+func (w *worker) finish(it *item, st wamux.Status, wamid string, lastErr *string) {
+	ctx, cancel := bg()
+	defer cancel()
+	ok, err := w.d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: it.msg.ID, From: []wamux.Status{wamux.StatusSending},
+		Status: st, WAMID: wamid, LastError: lastErr})
+	if err != nil {
+		w.d.log.Error("store send outcome", "account_id", w.id, "msg_id", it.msg.ID, "status", st, "err", err)
+		return
+	}
+	if !ok && wamid != "" {
+		// A status webhook overtook the response and moved the message on;
+		// make sure it still learns its wamid.
+		if _, err := w.d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: it.msg.ID,
+			From:   []wamux.Status{wamux.StatusSent, wamux.StatusDelivered, wamux.StatusRead, wamux.StatusFailed, wamux.StatusAccepted, wamux.StatusUnknown},
+			Status: wamux.StatusAccepted, WAMID: wamid}); err != nil {
+			w.d.log.Error("store wamid", "account_id", w.id, "msg_id", it.msg.ID, "err", err)
+		}
+	}
+}
+
+// requeue puts a message that was not sent back to queued.
+func (w *worker) requeue(it *item, reason string) {
+	ctx, cancel := bg()
+	defer cancel()
+	if _, err := w.d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: it.msg.ID, From: []wamux.Status{wamux.StatusSending},
+		Status: wamux.StatusQueued, LastError: &reason}); err != nil {
+		w.d.log.Error("store requeue", "account_id", w.id, "msg_id", it.msg.ID, "err", err)
+	}
+}
+
+// coolDown records an account cooldown so it survives a restart.
+func (w *worker) coolDown(until time.Time) {
+	w.d.metrics.cooldowns.WithLabelValues(w.id).Inc()
+	w.d.log.Warn("account cooling down", "account_id", w.id, "until", until)
+	ctx, cancel := bg()
+	defer cancel()
+	if _, err := w.d.store.UpdateAccount(ctx, w.id, store.AccountPatch{CooldownUntil: &until}); err != nil {
+		w.d.log.Error("store cooldown", "account_id", w.id, "err", err)
+	}
+}
+
+// disable stops an account the provider refuses (ban, lock, bad token)
+// until an operator re-enables it; its recipients are routed elsewhere.
+func (w *worker) disable(reason string) {
+	w.d.log.Error("account disabled by the provider; fix it and PATCH state=active", "account_id", w.id, "reason", reason)
+	st := wamux.AccountDisabled
+	ctx, cancel := bg()
+	defer cancel()
+	a, err := w.d.store.UpdateAccount(ctx, w.id, store.AccountPatch{State: &st})
+	if err != nil {
+		w.d.log.Error("store disabled account", "account_id", w.id, "err", err)
+		a = w.snapshotAccount()
+		a.State = st
+	}
+	w.d.mu.Lock()
+	w.d.accounts[w.id] = a
+	w.d.mu.Unlock()
+	w.setAccount(a)
+}

@@ -1,0 +1,468 @@
+package outbound
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/ratelimit"
+	"github.com/wamux/wamux/sequence"
+	"github.com/wamux/wamux/settings"
+	"github.com/wamux/wamux/store"
+)
+
+// storeTimeout bounds one store call made by a worker.
+const storeTimeout = 30 * time.Second
+
+// worker sends for one account. One goroutine (run) owns the queues and
+// the reorder buffer; provider calls run in their own goroutines and report
+// back on done, so a slow provider never stalls scheduling.
+type worker struct {
+	d  *Dispatcher
+	id string
+
+	mu        sync.Mutex // guards the fields below, shared with API calls
+	account   wamux.Account
+	inbox     []wamux.Message // admitted, not yet sequenced
+	released  []wamux.Message // released by an operator: straight to the queue
+	depthSnap [3]int
+	wake      chan struct{}
+
+	done chan completion
+
+	// owned by run
+	q        *queues
+	buf      *sequence.Buffer[wamux.Message]
+	inflight int
+	stopping bool
+}
+
+// action is what the loop does with a recipient after an attempt.
+type action int
+
+const (
+	actDone  action = iota // the head message is finished (accepted, failed, resolved)
+	actRetry               // keep the head; try again after delay
+)
+
+type completion struct {
+	r     *recipient
+	it    *item
+	act   action
+	delay time.Duration
+}
+
+func newWorker(d *Dispatcher, a wamux.Account) *worker {
+	return &worker{
+		d:       d,
+		id:      a.ID,
+		account: a,
+		wake:    make(chan struct{}, 1),
+		done:    make(chan completion, d.maxIn),
+		q:       newQueues(),
+		buf:     sequence.NewBuffer[wamux.Message](a.ID, sequence.DefaultMaxSkipped),
+	}
+}
+
+func (w *worker) kick() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *worker) setAccount(a wamux.Account) {
+	w.mu.Lock()
+	w.account = a
+	w.mu.Unlock()
+	w.kick()
+}
+
+func (w *worker) snapshotAccount() wamux.Account {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.account
+}
+
+func (w *worker) depth() [3]int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.depthSnap
+}
+
+func (w *worker) submit(m wamux.Message) {
+	w.mu.Lock()
+	w.inbox = append(w.inbox, m)
+	w.mu.Unlock()
+	w.kick()
+}
+
+func (w *worker) enqueueReleased(ms []wamux.Message) {
+	w.mu.Lock()
+	w.released = append(w.released, ms...)
+	w.mu.Unlock()
+	w.kick()
+}
+
+func bg() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), storeTimeout)
+}
+
+// restore rebuilds the account's reorder buffer and queue from the store.
+func (w *worker) restore(ctx context.Context) error {
+	st := w.d.store
+	seq, err := st.GetSeq(ctx, w.id)
+	if err != nil {
+		return err
+	}
+	waiting, err := st.ListMessages(ctx, store.MessageFilter{AccountID: w.id, Statuses: []wamux.Status{wamux.StatusWaitingSeq}, Limit: 1 << 30})
+	if err != nil {
+		return err
+	}
+	pending := make([]sequence.Pending[wamux.Message], 0, len(waiting))
+	for _, m := range waiting {
+		pending = append(pending, sequence.Pending[wamux.Message]{Seq: m.ClientSeq, Item: m, Since: m.CreatedAt})
+	}
+	buf, restored, err := sequence.RestoreBuffer(seq, pending, sequence.DefaultMaxSkipped)
+	if err != nil {
+		return err
+	}
+	w.buf = buf
+	var releasedNow []wamux.Message
+	for _, e := range restored.Released {
+		releasedNow = append(releasedNow, e.Item)
+	}
+	var held []wamux.Message
+	for _, r := range restored.Rejected {
+		// A waiting message below NextSeq: its seq was skipped before the
+		// restart (the store's unique (account, seq) rules out a release).
+		held = append(held, r.Item)
+	}
+	w.persistSeq(releasedNow, held, len(restored.Released) > 0)
+
+	queued, err := st.ListMessages(ctx, store.MessageFilter{AccountID: w.id, Statuses: []wamux.Status{wamux.StatusQueued, wamux.StatusUnknown}, Limit: 1 << 30})
+	if err != nil {
+		return err
+	}
+	queued = append(queued, releasedNow...)
+	sortForQueue(queued)
+	now := w.d.clock.Now()
+	quiet := w.d.settings.Current().QuietPeriod
+	for _, m := range queued {
+		it := &item{msg: m, enqueued: m.CreatedAt}
+		if m.Status == wamux.StatusUnknown {
+			it.unknown = true
+		}
+		w.q.push(it, now)
+		if it.unknown {
+			// Give the provider's status webhooks the quiet period to
+			// resolve it before the compensator looks.
+			r := w.q.byTo[m.To]
+			if r.heapIndex < 0 && len(r.msgs) == 1 {
+				w.q.ready[m.Priority] = removeRecipient(w.q.ready[m.Priority], r)
+				r.notBefore = now.Add(quiet)
+				w.q.schedule(r, now)
+			}
+		}
+	}
+	w.publishDepth()
+	return nil
+}
+
+func removeRecipient(list []*recipient, r *recipient) []*recipient {
+	for i, x := range list {
+		if x == r {
+			return append(list[:i], list[i+1:]...)
+		}
+	}
+	return list
+}
+
+func (w *worker) run(ctx context.Context) {
+	defer w.d.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	stop := ctx.Done()
+	for {
+		if ctx.Err() != nil {
+			w.stopping, stop = true, nil
+		}
+		if w.stopping && w.inflight == 0 {
+			return
+		}
+		var next time.Time
+		if !w.stopping {
+			w.intake()
+			next = earliest(w.expire(), w.dispatch())
+		}
+		w.publishDepth()
+		wait := time.Hour
+		if !next.IsZero() {
+			wait = max(next.Sub(w.d.clock.Now()), 0)
+		}
+		timer.Reset(wait)
+		select {
+		case <-stop:
+		case c := <-w.done:
+			w.complete(c)
+		case <-w.wake:
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+func earliest(a, b time.Time) time.Time {
+	switch {
+	case a.IsZero():
+		return b
+	case b.IsZero():
+		return a
+	case a.Before(b):
+		return a
+	}
+	return b
+}
+
+func (w *worker) publishDepth() {
+	w.mu.Lock()
+	w.depthSnap = w.q.depth
+	w.mu.Unlock()
+	m := w.d.metrics
+	for p := 0; p < 3; p++ {
+		m.queueDepth.WithLabelValues(w.id, wamux.Priority(p).String()).Set(float64(w.q.depth[p]))
+	}
+	m.seqWaiting.WithLabelValues(w.id).Set(float64(w.buf.Len()))
+}
+
+// intake takes new messages from the inbox through the reorder buffer into
+// the queues. Status changes are stored before the sequence state, so after
+// a crash the stored NextSeq never runs ahead of the stored statuses.
+func (w *worker) intake() {
+	w.mu.Lock()
+	inbox, released := w.inbox, w.released
+	w.inbox, w.released = nil, nil
+	w.mu.Unlock()
+	if len(inbox) == 0 && len(released) == 0 {
+		return
+	}
+	s := w.d.settings.Current()
+	now := w.d.clock.Now()
+	var toQueue, held []wamux.Message
+	seqChanged := false
+	for _, m := range inbox {
+		if m.ClientSeq == 0 || !s.Ordering {
+			toQueue = append(toQueue, m)
+			continue
+		}
+		res, err := w.buf.Offer(now, m.ClientSeq, m)
+		if err != nil {
+			w.d.log.Error("reorder buffer refused a message", "account_id", w.id, "msg_id", m.ID, "err", err)
+			continue
+		}
+		seqChanged = true
+		switch res.Outcome {
+		case sequence.Released:
+			for _, e := range res.Released {
+				w.d.metrics.seqWait.Observe(now.Sub(e.Item.CreatedAt).Seconds())
+				toQueue = append(toQueue, e.Item)
+			}
+		case sequence.Held, sequence.Late:
+			held = append(held, m)
+		}
+	}
+	w.persistSeq(toQueue, held, seqChanged)
+	w.enqueue(append(toQueue, released...), now, s.P2MaxDepth)
+}
+
+// expire skips gaps older than gap_timeout and returns when the next one
+// will be due.
+func (w *worker) expire() time.Time {
+	s := w.d.settings.Current()
+	if !s.Ordering && w.buf.Len() > 0 {
+		// Ordering switched off: whatever waits goes out now.
+		ex := w.buf.Expire(w.d.clock.Now().Add(s.GapTimeout+time.Hour), s.GapTimeout)
+		w.applyExpired(ex, s)
+		return time.Time{}
+	}
+	ex := w.buf.Expire(w.d.clock.Now(), s.GapTimeout)
+	w.applyExpired(ex, s)
+	next, ok := w.buf.NextDeadline(s.GapTimeout)
+	if !ok {
+		return time.Time{}
+	}
+	return next
+}
+
+func (w *worker) applyExpired(ex sequence.Expired[wamux.Message], s settings.Values) {
+	if len(ex.Released) == 0 && len(ex.Skipped) == 0 {
+		return
+	}
+	now := w.d.clock.Now()
+	var skipped int64
+	for _, r := range ex.Skipped {
+		skipped += r.Len()
+		w.d.log.Warn("client_seq gap skipped after gap_timeout", "account_id", w.id, "from", r.From, "to", r.To, "gap_timeout", s.GapTimeout)
+	}
+	w.d.metrics.gapsSkipped.WithLabelValues(w.id).Add(float64(skipped))
+	var toQueue []wamux.Message
+	for _, e := range ex.Released {
+		w.d.metrics.seqWait.Observe(now.Sub(e.Item.CreatedAt).Seconds())
+		toQueue = append(toQueue, e.Item)
+	}
+	w.persistSeq(toQueue, nil, true)
+	w.enqueue(toQueue, now, s.P2MaxDepth)
+}
+
+// persistSeq stores released messages as queued and late ones as held
+// (concurrently, so the store's group commit takes them in one
+// transaction), then the account's sequence state.
+func (w *worker) persistSeq(queued, held []wamux.Message, seqChanged bool) {
+	var wg sync.WaitGroup
+	update := func(m wamux.Message, to wamux.Status) {
+		defer wg.Done()
+		ctx, cancel := bg()
+		defer cancel()
+		if _, err := w.d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: m.ID, From: []wamux.Status{wamux.StatusWaitingSeq}, Status: to}); err != nil {
+			w.d.log.Error("store sequenced status", "account_id", w.id, "msg_id", m.ID, "status", to, "err", err)
+		}
+	}
+	for _, m := range queued {
+		if m.Status == wamux.StatusWaitingSeq {
+			wg.Add(1)
+			go update(m, wamux.StatusQueued)
+		}
+	}
+	for _, m := range held {
+		wg.Add(1)
+		go update(m, wamux.StatusHeld)
+		w.d.metrics.held.WithLabelValues(w.id).Inc()
+		w.d.log.Warn("message held: its client_seq arrived after the gap was skipped", "account_id", w.id, "msg_id", m.ID, "client_seq", m.ClientSeq)
+	}
+	wg.Wait()
+	if !seqChanged {
+		return
+	}
+	ctx, cancel := bg()
+	defer cancel()
+	if err := w.d.store.PutSeq(ctx, w.buf.State()); err != nil {
+		w.d.log.Error("store sequence state", "account_id", w.id, "err", err)
+	}
+}
+
+// enqueue puts released messages in the queues; a P2 message beyond
+// p2_max_depth is shed at once.
+func (w *worker) enqueue(ms []wamux.Message, now time.Time, p2MaxDepth int) {
+	for _, m := range ms {
+		m.Status = wamux.StatusQueued
+		if m.Priority == wamux.P2 && w.q.depth[wamux.P2] >= p2MaxDepth {
+			w.shed(m, "depth")
+			continue
+		}
+		w.q.push(&item{msg: m, enqueued: now}, now)
+	}
+}
+
+// shed drops a P2 message under overload.
+func (w *worker) shed(m wamux.Message, reason string) {
+	w.d.metrics.shed.WithLabelValues(w.id, reason).Inc()
+	ctx, cancel := bg()
+	defer cancel()
+	why := "shed under overload: p2_max_" + reason
+	if _, err := w.d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: m.ID,
+		From: []wamux.Status{wamux.StatusQueued, wamux.StatusWaitingSeq}, Status: wamux.StatusDropped, LastError: &why}); err != nil {
+		w.d.log.Error("store shed message", "account_id", w.id, "msg_id", m.ID, "err", err)
+	}
+}
+
+// dispatch starts every send the limits allow now and returns when it is
+// worth looking again (zero: only an event can change anything).
+func (w *worker) dispatch() time.Time {
+	now := w.d.clock.Now()
+	next := w.q.promote(now)
+	acct := w.snapshotAccount()
+	switch acct.State {
+	case wamux.AccountDisabled:
+		return time.Time{}
+	case wamux.AccountCooldown:
+		if acct.CooldownUntil.IsZero() {
+			return time.Time{}
+		}
+		if now.Before(acct.CooldownUntil) {
+			return earliest(next, acct.CooldownUntil)
+		}
+	}
+	s := w.d.settings.Current()
+	gate := ratelimit.Gate{Accounts: w.d.limiter, Pairs: w.d.pairs}
+	for p := 0; p < 3; p++ {
+		for len(w.q.ready[p]) > 0 {
+			if w.inflight >= w.d.maxIn {
+				return next
+			}
+			r := w.q.ready[p][0]
+			it := r.head()
+			if it.msg.Priority == wamux.P2 && !it.unknown && now.Sub(it.enqueued) > s.P2MaxAge {
+				w.q.popReady(p)
+				r.pop()
+				w.q.removed(it)
+				w.shed(it.msg, "age")
+				w.q.schedule(r, now)
+				continue
+			}
+			if it.unknown {
+				w.q.popReady(p)
+				w.launch(r, it, w.compensate)
+				continue
+			}
+			adm, err := gate.Admit(context.Background(), w.id, r.to)
+			if err != nil {
+				w.d.log.Error("rate limiter", "account_id", w.id, "err", err)
+				return earliest(next, now.Add(time.Second))
+			}
+			if adm.PairLimited {
+				w.q.popReady(p)
+				r.notBefore = now.Add(adm.Wait)
+				w.q.schedule(r, now)
+				next = earliest(next, r.notBefore)
+				continue
+			}
+			if !adm.OK {
+				return earliest(next, now.Add(adm.Wait))
+			}
+			w.q.popReady(p)
+			w.launch(r, it, w.send)
+		}
+	}
+	return next
+}
+
+func (w *worker) launch(r *recipient, it *item, fn func(*item) (action, time.Duration)) {
+	r.inflight = true
+	w.inflight++
+	go func() {
+		act, delay := fn(it)
+		w.done <- completion{r: r, it: it, act: act, delay: delay}
+	}()
+}
+
+// complete files a recipient again after an attempt.
+func (w *worker) complete(c completion) {
+	w.inflight--
+	c.r.inflight = false
+	now := w.d.clock.Now()
+	switch c.act {
+	case actDone:
+		c.r.pop()
+		w.q.removed(c.it)
+		c.r.notBefore = time.Time{}
+	case actRetry:
+		c.r.notBefore = now.Add(c.delay)
+	}
+	w.q.schedule(c.r, now)
+}
