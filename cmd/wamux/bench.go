@@ -1,3 +1,42 @@
 package main
 
-var runBench = notImplemented("bench")
+import (
+	"context"
+	"fmt"
+	"io"
+)
+
+// benchKinds are the measurements `wamux bench` can run; each lives in its
+// own file (bench_*.go) and writes its report to stdout.
+var benchKinds = map[string]struct {
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+}{
+	"outbound": {"N accounts at their rate against the simulator: utilization, 429s, order, duplicates", runBenchOutbound},
+	"receipts": {"receipts through the pipeline vs raw batched inserts: rate, lost, double-applied, mismatches", runBenchReceipts},
+	"webhook":  {"signed webhook POSTs through the real handler vs a bare HMAC handler", runBenchWebhook},
+}
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		w := stderr
+		if len(args) > 0 {
+			w = stdout
+		}
+		fmt.Fprintln(w, "usage: wamux bench <kind> [flags] [--json]")
+		fmt.Fprintln(w, "\nkinds:")
+		for _, k := range []string{"outbound", "receipts", "webhook"} {
+			fmt.Fprintf(w, "  %-9s %s\n", k, benchKinds[k].summary)
+		}
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	k, ok := benchKinds[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "wamux bench: unknown kind %q (outbound, receipts, webhook)\n", args[0])
+		return 2
+	}
+	return k.run(ctx, args[1:], stdout, stderr)
+}

@@ -1,0 +1,3 @@
+package main
+
+var runBenchOutbound = notImplemented("bench outbound")

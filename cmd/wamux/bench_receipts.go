@@ -1,0 +1,6 @@
+package main
+
+var (
+	runBenchReceipts = notImplemented("bench receipts")
+	runBenchWebhook  = notImplemented("bench webhook")
+)
