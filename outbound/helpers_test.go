@@ -1,0 +1,227 @@
+package outbound_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/outbound"
+	"github.com/wamux/wamux/provider/cloudapi"
+	"github.com/wamux/wamux/settings"
+	"github.com/wamux/wamux/sim"
+	"github.com/wamux/wamux/store"
+	"github.com/wamux/wamux/store/sqlite"
+)
+
+// fakeClock is moved by hand; the dispatcher, its limiters and reorder
+// buffers all read it.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+type env struct {
+	t        *testing.T
+	store    store.Store
+	sim      *sim.Server
+	simURL   string
+	provider outbound.Provider
+	settings *settings.Manager
+	clock    outbound.Clock
+	d        *outbound.Dispatcher
+	reg      *prometheus.Registry
+	dbPath   string
+}
+
+type envOpts struct {
+	simCfg   sim.Config
+	clock    outbound.Clock
+	settings map[string]string
+	provider func(base outbound.Provider) outbound.Provider
+	dbPath   string
+}
+
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// newEnv builds a real SQLite store, an in-process simulator and a
+// dispatcher sending to it through the real Cloud API client.
+func newEnv(t *testing.T, o envOpts) *env {
+	t.Helper()
+	ctx := context.Background()
+	e := &env{t: t, dbPath: o.dbPath}
+	if e.dbPath == "" {
+		e.dbPath = filepath.Join(t.TempDir(), "wamux.db")
+	}
+	st, err := sqlite.Open(ctx, e.dbPath, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e.store = st
+	if o.simCfg.Logger == nil {
+		o.simCfg.Logger = quietLog()
+	}
+	s, err := sim.New(o.simCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, err := s.Start(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	e.sim, e.simURL = s, url
+	client, err := cloudapi.New(cloudapi.Config{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	e.provider = client
+	if o.provider != nil {
+		e.provider = o.provider(client)
+	}
+	e.clock = o.clock
+	set, err := settings.Load(ctx, st, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes := map[string]string{"pair_interval": "1ms", "pair_burst": "1000", "backoff_base": "10ms", "backoff_cap": "100ms"}
+	for k, v := range o.settings {
+		changes[k] = v
+	}
+	if _, err := set.Update(ctx, changes); err != nil {
+		t.Fatal(err)
+	}
+	e.settings = set
+	e.start()
+	return e
+}
+
+func (e *env) start() {
+	e.t.Helper()
+	e.reg = prometheus.NewRegistry()
+	d, err := outbound.New(outbound.Config{Store: e.store, Provider: e.provider, Settings: e.settings,
+		Logger: quietLog(), Registry: e.reg, Clock: e.clock})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := d.Start(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	e.d = d
+	e.t.Cleanup(func() { d.Stop(context.Background()) })
+}
+
+func (e *env) stop() {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := e.d.Stop(ctx); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// addAccount creates an account in the store, the simulator and the
+// dispatcher; simLimits are the simulator's (Meta's) limits for it.
+func (e *env) addAccount(id, pnid string, rate float64, burst int, simLimits sim.Limits) wamux.Account {
+	e.t.Helper()
+	token := "token-" + id
+	if simLimits.PairInterval == 0 {
+		simLimits.PairInterval = time.Millisecond
+		simLimits.PairBurst = 1000
+	}
+	if err := e.sim.AddNumber(sim.Number{PhoneNumberID: pnid, AccessToken: token, Limits: simLimits}); err != nil {
+		e.t.Fatal(err)
+	}
+	a, err := e.store.CreateAccount(context.Background(), wamux.Account{ID: id, PhoneNumberID: pnid, AccessToken: token,
+		BaseURL: e.simURL, RatePerSec: rate, Burst: burst, State: wamux.AccountActive})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.d.AccountChanged(context.Background(), a); err != nil {
+		e.t.Fatal(err)
+	}
+	return a
+}
+
+func textMsg(t *testing.T, req outbound.Request) wamux.Message {
+	t.Helper()
+	if req.BizType == "" {
+		req.BizType = "test"
+	}
+	if req.Type == "" {
+		req.Type = "text"
+		req.Text = []byte(fmt.Sprintf(`{"body":"hello %s"}`, req.To))
+	}
+	m, err := outbound.Admit(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func (e *env) submit(msgs ...wamux.Message) []outbound.SubmitResult {
+	e.t.Helper()
+	res, err := e.d.Submit(context.Background(), msgs)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Err != nil {
+			e.t.Fatalf("submit %d: %v", i, r.Err)
+		}
+	}
+	return res
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (e *env) waitAccepted(n int64, timeout time.Duration) {
+	e.t.Helper()
+	waitFor(e.t, fmt.Sprintf("%d messages accepted by the simulator", n), timeout, func() bool {
+		return e.sim.Stats().Totals.Accepted >= n
+	})
+}
+
+func (e *env) status(msgID string) wamux.Status {
+	e.t.Helper()
+	m, err := e.store.GetMessage(context.Background(), msgID)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return m.Status
+}
+
+func seqp(n int64) *int64 { return &n }
