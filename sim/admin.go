@@ -109,9 +109,11 @@ func (s *Server) Messages(phoneNumberID, to string) []Message {
 	out := []Message{}
 	for _, nb := range nbs {
 		nb.mu.Lock()
-		for _, m := range nb.msgs {
-			if to == "" || waID(m.To) == to {
-				out = append(out, m)
+		for _, chunk := range nb.msgs {
+			for _, m := range chunk {
+				if to == "" || waID(m.To) == to {
+					out = append(out, m)
+				}
 			}
 		}
 		nb.mu.Unlock()

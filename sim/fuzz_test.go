@@ -31,8 +31,14 @@ func FuzzParseSend(f *testing.F) {
 			}
 			return
 		}
-		obj, ok := req.object()
-		if !ok || len(obj) == 0 || !validPhone(req.To) || utf8.RuneCountInString(req.BizOpaqueCallbackData) > maxCallbackData {
+		if e, typed := req.checkTyped(); typed {
+			if e != nil {
+				t.Fatalf("accepted a request its own check rejects: %+v", e)
+			}
+		} else if obj, ok := req.object(); !ok || len(obj) == 0 {
+			t.Fatalf("accepted a request without its object: %q", body)
+		}
+		if !validPhone(req.To) || utf8.RuneCountInString(req.BizOpaqueCallbackData) > maxCallbackData {
 			t.Fatalf("accepted an invalid request %+v from %q", req, body)
 		}
 	})

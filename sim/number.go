@@ -25,7 +25,20 @@ type number struct {
 	pairs map[string]int64 // pair GCRA state per recipient
 	rng   *rand.Rand
 	st    numberStats
-	msgs  []Message
+	// msgs holds accepted messages in fixed-size chunks, so recording
+	// never copies what is already stored (a growing slice would, and at
+	// tens of thousands of sends per second that copying dominated).
+	msgs [][]Message
+}
+
+const msgChunk = 4096
+
+func (nb *number) record(m Message) {
+	if n := len(nb.msgs); n == 0 || len(nb.msgs[n-1]) == msgChunk {
+		nb.msgs = append(nb.msgs, make([]Message, 0, msgChunk))
+	}
+	last := &nb.msgs[len(nb.msgs)-1]
+	*last = append(*last, m)
 }
 
 // numberStats is the ground truth kept per number.
