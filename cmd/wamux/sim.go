@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/pprof"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +22,8 @@ import (
 type simOptions struct {
 	listen   string
 	logLevel string
+	pprof    bool
+	gogc     int
 	cfg      sim.Config
 }
 
@@ -41,6 +46,8 @@ func simFlags(stderr io.Writer) (*flag.FlagSet, *simOptions) {
 
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8090", "`address` to listen on (port 0 picks a free one)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
+	fs.IntVar(&o.gogc, "gogc", 400, "garbage-collector target `percent`; the sim keeps every accepted message, so a higher target trades memory for CPU (0 keeps $GOGC)")
+	fs.BoolVar(&o.pprof, "pprof", false, "serve Go profiles at /debug/pprof/ (to find the simulator's own bottlenecks)")
 	fs.Func("number", "register a phone number as `id:token` (repeatable; tokens are never printed)", func(v string) error {
 		id, tok, ok := strings.Cut(v, ":")
 		if !ok || id == "" || tok == "" {
@@ -131,12 +138,19 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		o.cfg.Faults.Latency.Max = o.cfg.Faults.Latency.Min
 	}
 
+	if o.gogc > 0 && os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(o.gogc)
+	}
 	s, err := sim.New(o.cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "wamux sim: %v\n", err)
 		return 2
 	}
 	defer s.Close()
+	if o.pprof {
+		s.Handle("GET /debug/pprof/", http.HandlerFunc(pprof.Index))
+		s.Handle("GET /debug/pprof/profile", http.HandlerFunc(pprof.Profile))
+	}
 	url, err := s.Start(ctx, o.listen)
 	if err != nil {
 		fmt.Fprintf(stderr, "wamux sim: %v\n", err)
