@@ -51,40 +51,10 @@ func (s *Store) InsertReceipts(ctx context.Context, rs []wamux.Receipt) ([]bool,
 	out := make([]bool, len(rs))
 	now := ms(s.now())
 	err := s.write(ctx, func(w *writeTx) error {
-		clear(out)
-		args := make([]any, 0, min(padRows(len(uniq)), maxReceiptRows)*receiptColCount)
 		for start := 0; start < len(uniq); start += maxReceiptRows {
 			chunk := uniq[start:min(start+maxReceiptRows, len(uniq))]
-			rows := padRows(len(chunk))
-			args = args[:0]
-			for i := 0; i < rows; i++ {
-				r := &rs[chunk[min(i, len(chunk)-1)]]
-				received := ms(r.ReceivedAt)
-				if received == 0 {
-					received = now
-				}
-				args = append(args, r.MessageID, r.AccountID, string(r.Type), ms(r.EventTime), r.CallbackData,
-					r.Recipient, r.ErrorCode, r.ErrorTitle, r.Source, received)
-			}
-			q := multiInsert("INSERT INTO receipts ("+receiptCols+") VALUES ", receiptColCount, rows,
-				" ON CONFLICT DO NOTHING RETURNING message_id, account_id, receipt_type")
-			res, err := w.query(q, args...)
-			if err != nil {
-				return fmt.Errorf("sqlite: insert receipts: %w", wrapErr(err))
-			}
-			var k store.ReceiptKey
-			for res.Next() {
-				if err := res.Scan(&k.MessageID, &k.AccountID, &k.Type); err != nil {
-					res.Close()
-					return fmt.Errorf("sqlite: insert receipts: %w", err)
-				}
-				out[first[k]] = true
-			}
-			if err := res.Close(); err != nil {
-				return fmt.Errorf("sqlite: insert receipts: %w", wrapErr(err))
-			}
-			if err := res.Err(); err != nil {
-				return fmt.Errorf("sqlite: insert receipts: %w", wrapErr(err))
+			if err := insertReceiptChunk(w, rs, chunk, first, out, now); err != nil {
+				return err
 			}
 		}
 		return nil

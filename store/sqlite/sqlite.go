@@ -28,6 +28,7 @@ const (
 	BusyTimeoutDefault  = 5 * time.Second
 	MaxBatchDefault     = 512
 	ReadConnsDefault    = 4
+	CacheKiBDefault     = 32 << 10
 	stmtCacheMaxDefault = 256
 )
 
@@ -41,6 +42,10 @@ type Options struct {
 	MaxBatch int
 	// ReadConns is the size of the read-only connection pool.
 	ReadConns int
+	// CacheKiB is the page cache of the writer connection. SQLite's 2 MiB
+	// default makes inserts into a large receipts table re-read index pages
+	// on every batch.
+	CacheKiB int
 	// Now is the clock used for CreatedAt, UpdatedAt and similar stamps;
 	// tests inject one to control time.
 	Now func() time.Time
@@ -55,6 +60,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.ReadConns <= 0 {
 		o.ReadConns = ReadConnsDefault
+	}
+	if o.CacheKiB <= 0 {
+		o.CacheKiB = CacheKiBDefault
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -94,6 +102,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	q.Add("_pragma", "busy_timeout("+busy+")")
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(FULL)")
+	q.Add("_pragma", "cache_size(-"+strconv.Itoa(opts.CacheKiB)+")")
 	wdb, err := sql.Open("sqlite", path+"?"+q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open writer: %w", err)

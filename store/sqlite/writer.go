@@ -148,6 +148,24 @@ type writeTx struct {
 	conn  *sql.Conn
 	stmts map[string]*sql.Stmt
 	max   int
+	// args is a reusable argument buffer for multi-row statements; only
+	// the writer goroutine touches it.
+	args []any
+}
+
+// argBuf returns an empty argument buffer with room for n values.
+func (w *writeTx) argBuf(n int) []any {
+	if cap(w.args) < n {
+		w.args = make([]any, 0, n)
+	}
+	return w.args[:0]
+}
+
+// keepArgs takes a buffer back, dropping its references so the values it
+// held can be collected.
+func (w *writeTx) keepArgs(args []any) {
+	clear(args)
+	w.args = args[:0]
 }
 
 func newWriteTx(conn *sql.Conn, max int) *writeTx {

@@ -1,0 +1,13 @@
+package postgres_test
+
+import (
+	"testing"
+
+	"github.com/wamux/wamux/store"
+	"github.com/wamux/wamux/store/storetest"
+)
+
+func BenchmarkStore(b *testing.B) {
+	testDSN(b)
+	storetest.Bench(b, func(b *testing.B) store.Store { return newStore(b) })
+}

@@ -1,0 +1,120 @@
+package storetest
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/store"
+)
+
+// NewBenchStore returns a fresh, empty store for one benchmark and closes
+// it in b.Cleanup.
+type NewBenchStore func(b *testing.B) store.Store
+
+// Bench runs the store benchmarks: messages and receipts, one row per call
+// from one caller, one row per call from many concurrent callers (where
+// group commit pays off), and batched. Each reports rows/s.
+func Bench(b *testing.B, newStore NewBenchStore) {
+	b.Run("Messages/single", func(b *testing.B) { benchMessages(b, newStore(b), 1, 1) })
+	b.Run("Messages/single-64callers", func(b *testing.B) { benchMessages(b, newStore(b), 1, 64) })
+	b.Run("Messages/batch100", func(b *testing.B) { benchMessages(b, newStore(b), 100, 1) })
+	b.Run("Receipts/single", func(b *testing.B) { benchReceipts(b, newStore(b), 1, 1) })
+	b.Run("Receipts/single-64callers", func(b *testing.B) { benchReceipts(b, newStore(b), 1, 64) })
+	b.Run("Receipts/batch1000", func(b *testing.B) { benchReceipts(b, newStore(b), 1000, 1) })
+	b.Run("Receipts/batch1000-4callers", func(b *testing.B) { benchReceipts(b, newStore(b), 1000, 4) })
+}
+
+// reportRows reports rows per wall-clock second, and rows per second of
+// CPU used by the whole process (callers, writer, driver and, for SQLite,
+// the database engine itself; PostgreSQL's server processes are not
+// counted).
+func reportRows(b *testing.B, rows int, cpu time.Duration) {
+	b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
+	if cpu > 0 {
+		b.ReportMetric(float64(rows)/cpu.Seconds(), "rows/cpu-s")
+	}
+}
+
+// runCalls makes b.N calls of call(i), from callers goroutines.
+func runCalls(b *testing.B, callers int, call func(i int) error) {
+	var next atomic.Int64
+	if callers <= 1 {
+		for i := 0; i < b.N; i++ {
+			if err := call(i); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return
+	}
+	b.SetParallelism(max(1, callers/max(1, runtimeProcs())))
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := call(int(next.Add(1))); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+func benchMessages(b *testing.B, s store.Store, batch, callers int) {
+	ctx := context.Background()
+	tmpl := testMessage("m", "acc1", 0, "h")
+	prefix := "bench-" + strconv.Itoa(batch) + "-"
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	runCalls(b, callers, func(i int) error {
+		msgs := make([]wamux.Message, batch)
+		base := i * batch
+		for j := range msgs {
+			msgs[j] = tmpl
+			msgs[j].ID = prefix + strconv.Itoa(base+j)
+		}
+		res, err := s.InsertMessages(ctx, msgs)
+		if err != nil {
+			return err
+		}
+		if res[0].Outcome != store.Inserted {
+			b.Errorf("message %s: %v", msgs[0].ID, res[0].Outcome)
+		}
+		return nil
+	})
+	reportRows(b, b.N*batch, cpuTime()-cpu0)
+}
+
+func benchReceipts(b *testing.B, s store.Store, batch, callers int) {
+	ctx := context.Background()
+	tmpl := testReceipt("w", "acc1", wamux.ReceiptDelivered)
+	types := []wamux.ReceiptType{wamux.ReceiptSent, wamux.ReceiptDelivered, wamux.ReceiptRead}
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	runCalls(b, callers, func(i int) error {
+		// What a webhook batch of one account looks like: message ids,
+		// callback data, recipients, types and event times differ per row;
+		// account, source and receive time are shared.
+		rs := make([]wamux.Receipt, batch)
+		base := i * batch
+		for j := range rs {
+			n := base + j
+			rs[j] = tmpl
+			rs[j].MessageID = "wamid.HBgL" + strconv.Itoa(n)
+			rs[j].CallbackData = strconv.Itoa(n)
+			rs[j].Recipient = "+4917" + strconv.Itoa(n%100000)
+			rs[j].Type = types[n%len(types)]
+			rs[j].EventTime = receiptBase.Add(time.Duration(n) * time.Millisecond)
+		}
+		news, err := s.InsertReceipts(ctx, rs)
+		if err != nil {
+			return err
+		}
+		if !news[0] {
+			b.Errorf("receipt %s not new", rs[0].MessageID)
+		}
+		return nil
+	})
+	reportRows(b, b.N*batch, cpuTime()-cpu0)
+}
