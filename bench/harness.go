@@ -1,0 +1,205 @@
+// Package bench runs wamux against its Cloud API simulator in one process
+// and measures it from the simulator's ground truth: what `wamux bench`
+// and `wamux demo` print.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wamux/wamux/app"
+	"github.com/wamux/wamux/config"
+	"github.com/wamux/wamux/provider/cloudapi"
+	"github.com/wamux/wamux/sim"
+)
+
+// HarnessConfig describes one gateway + simulator pair.
+type HarnessConfig struct {
+	// DataDir holds the gateway's SQLite file; empty means a temporary
+	// directory removed by Close.
+	DataDir string
+	// Listen is the gateway's address; default 127.0.0.1:0.
+	Listen string
+	// Store is "sqlite" (default) or a PostgreSQL URL.
+	Store  string
+	Sim    sim.Config
+	Logger *slog.Logger
+	// ClientTimeout bounds one provider call; shorter than the simulator's
+	// slow answers, so that those become unknown outcomes.
+	ClientTimeout time.Duration
+	// Settings are applied through PATCH /v1/config before traffic.
+	Settings map[string]any
+}
+
+// Harness is a running gateway and simulator.
+type Harness struct {
+	App    *app.App
+	Sim    *sim.Server
+	URL    string // gateway base URL
+	SimURL string
+	APIKey string
+	http   *http.Client
+	tmp    string
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Start brings up the gateway, then the simulator with its webhooks aimed
+// at the gateway.
+func Start(ctx context.Context, cfg HarnessConfig) (*Harness, error) {
+	h := &Harness{APIKey: "bench-" + randomHex(16), http: &http.Client{Timeout: 60 * time.Second,
+		Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.DataDir == "" {
+		dir, err := os.MkdirTemp("", "wamux-bench-")
+		if err != nil {
+			return nil, err
+		}
+		h.tmp, cfg.DataDir = dir, dir
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:0"
+	}
+	if cfg.ClientTimeout == 0 {
+		cfg.ClientTimeout = 2 * time.Second
+	}
+	secret := randomHex(16)
+	c := config.Default()
+	c.Listen, c.DataDir, c.APIKeys, c.AppSecret, c.VerifyToken = cfg.Listen, cfg.DataDir, []string{h.APIKey}, secret, randomHex(8)
+	if cfg.Store != "" {
+		c.Store = cfg.Store
+	}
+	client, err := cloudapi.New(cloudapi.Config{Timeout: cfg.ClientTimeout})
+	if err != nil {
+		return nil, err
+	}
+	a := app.New(c, cfg.Logger)
+	a.Provider = client
+	if err := a.Start(ctx); err != nil {
+		h.cleanup()
+		return nil, err
+	}
+	h.App, h.URL = a, "http://"+a.Addr()
+
+	simCfg := cfg.Sim
+	simCfg.Webhooks.URL = h.URL + "/webhook"
+	simCfg.Webhooks.AppSecret = secret
+	if simCfg.Logger == nil {
+		simCfg.Logger = cfg.Logger
+	}
+	s, err := sim.New(simCfg)
+	if err != nil {
+		h.Close()
+		return nil, err
+	}
+	h.Sim = s
+	if h.SimURL, err = s.Start(ctx, "127.0.0.1:0"); err != nil {
+		h.Close()
+		return nil, err
+	}
+	if len(cfg.Settings) > 0 {
+		if err := h.Do(ctx, "PATCH", "/v1/config", cfg.Settings, nil); err != nil {
+			h.Close()
+			return nil, fmt.Errorf("apply settings: %w", err)
+		}
+	}
+	return h, nil
+}
+
+// Registry exposes the gateway's metrics.
+func (h *Harness) Registry() *prometheus.Registry { return h.App.Registry() }
+
+// AddAccount registers a number with the simulator (Meta's limits) and
+// creates the account in the gateway (its own limits).
+func (h *Harness) AddAccount(ctx context.Context, id, pnid string, rate float64, burst int, simLimits sim.Limits) error {
+	token := "tok-" + randomHex(12)
+	if err := h.Sim.AddNumber(sim.Number{PhoneNumberID: pnid, AccessToken: token, Limits: simLimits}); err != nil {
+		return err
+	}
+	return h.Do(ctx, "POST", "/v1/accounts", map[string]any{
+		"id": id, "phone_number_id": pnid, "access_token": token, "base_url": h.SimURL,
+		"rate_per_sec": rate, "burst": burst,
+	}, nil)
+}
+
+// Do sends one API request and decodes a 2xx answer into out.
+func (h *Harness) Do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, h.URL+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+h.APIKey)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := h.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		return err
+	}
+	if res.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s: %d %s", method, path, res.StatusCode, bytes.TrimSpace(raw))
+	}
+	if out != nil {
+		return json.Unmarshal(raw, out)
+	}
+	return nil
+}
+
+// Close stops the simulator and the gateway.
+func (h *Harness) Close() error {
+	if h.Sim != nil {
+		h.Sim.Close()
+	}
+	if h.App != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		h.App.Stop(ctx)
+	}
+	h.cleanup()
+	return nil
+}
+
+func (h *Harness) cleanup() {
+	if h.tmp != "" {
+		os.RemoveAll(h.tmp)
+	}
+}
+
+// FreePort is a loopback address nobody listens on right now.
+func FreePort() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "127.0.0.1:0"
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}

@@ -1,0 +1,298 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wamux/wamux/sim"
+)
+
+// OutboundConfig is one outbound measurement: Accounts accounts, each
+// allowed Rate messages/s by Meta and configured the same in wamux, fed
+// Rate×Duration messages with shuffled client_seq.
+type OutboundConfig struct {
+	Accounts int
+	Rate     float64
+	Duration time.Duration
+	Faults   sim.Faults
+	Seed     uint64
+	Store    string
+	// Progress, when set, is called about once a second while waiting.
+	Progress func(accepted, total int64)
+}
+
+// Latency percentiles in milliseconds.
+type Latency struct {
+	P50 float64 `json:"p50_ms"`
+	P99 float64 `json:"p99_ms"`
+	N   int     `json:"n"`
+}
+
+// OutboundReport is what `wamux bench outbound --json` prints; every count
+// comes from the simulator's ground truth unless named otherwise.
+type OutboundReport struct {
+	Accounts             int                `json:"accounts"`
+	RatePerAccount       float64            `json:"rate_per_account"`
+	DurationSec          float64            `json:"duration_sec"`
+	Submitted            int                `json:"submitted"`
+	Accepted             int64              `json:"accepted"`
+	ElapsedSec           float64            `json:"elapsed_sec"`
+	Utilization          float64            `json:"utilization"`
+	Provider429          int64              `json:"provider_429"`
+	Rate429              float64            `json:"rate_429"`
+	AvgAttempts          float64            `json:"avg_attempts"`
+	DuplicatesAtProvider int64              `json:"duplicates_at_provider"`
+	OrderViolations      int                `json:"order_violations"`
+	OverLimit            int64              `json:"over_limit"`
+	Retries              float64            `json:"retries"`
+	Resends              float64            `json:"resends"`
+	NotAccepted          int                `json:"not_accepted"`
+	Latency              map[string]Latency `json:"latency_submit_to_accepted"`
+}
+
+type sentMsg struct {
+	account  string
+	pnid     string
+	to       string
+	seq      int64
+	priority string
+	at       time.Time
+}
+
+// RunOutbound runs one outbound measurement.
+func RunOutbound(ctx context.Context, cfg OutboundConfig) (OutboundReport, error) {
+	if cfg.Accounts <= 0 || cfg.Rate <= 0 || cfg.Duration <= 0 {
+		return OutboundReport{}, fmt.Errorf("accounts, rate and duration must be positive")
+	}
+	h, err := Start(ctx, HarnessConfig{
+		Store: cfg.Store,
+		Sim:   sim.Config{Seed: cfg.Seed, Faults: cfg.Faults, Webhooks: sim.Webhooks{BatchSize: 20, Delay: sim.Range{Min: 10 * time.Millisecond, Max: 100 * time.Millisecond}}},
+		// Unknown outcomes resolve faster than in production so a short
+		// run sees compensation finish.
+		Settings: map[string]any{"quiet_period": "2s", "backoff_base": "100ms", "backoff_cap": "2s"},
+	})
+	if err != nil {
+		return OutboundReport{}, err
+	}
+	defer h.Close()
+
+	perAccount := int(math.Ceil(cfg.Rate * cfg.Duration.Seconds()))
+	recipients := max(50, perAccount/2) // ≤ 2 messages per recipient: pair limits stay out of the way
+	burst := max(1, int(cfg.Rate/10))
+	rng := rand.New(rand.NewPCG(cfg.Seed, 7))
+	for a := 0; a < cfg.Accounts; a++ {
+		id, pnid := fmt.Sprintf("acct-%03d", a), fmt.Sprintf("%d", 100000000000+a)
+		if err := h.AddAccount(ctx, id, pnid, cfg.Rate, burst, sim.Limits{Rate: cfg.Rate}); err != nil {
+			return OutboundReport{}, err
+		}
+	}
+	type req struct {
+		body map[string]any
+		meta sentMsg
+	}
+	perAcc := make([][]req, cfg.Accounts)
+	for a := 0; a < cfg.Accounts; a++ {
+		id, pnid := fmt.Sprintf("acct-%03d", a), fmt.Sprintf("%d", 100000000000+a)
+		seqs := make([]req, perAccount)
+		for i := range seqs {
+			seq := int64(i + 1)
+			to := fmt.Sprintf("1%03d%07d", a, i%recipients)
+			p := "P1"
+			switch r := rng.IntN(10); {
+			case r == 0:
+				p = "P0"
+			case r >= 7:
+				p = "P2"
+			}
+			seqs[i] = req{
+				body: map[string]any{"biz_type": "bench", "account_id": id, "client_seq": seq, "to": to, "priority": p,
+					"type": "text", "text": map[string]any{"body": fmt.Sprintf("message %d", seq)}},
+				meta: sentMsg{account: id, pnid: pnid, to: to, seq: seq, priority: p},
+			}
+		}
+		// Shuffle within windows of 50 so the reorder buffer has work.
+		for w := 0; w < len(seqs); w += 50 {
+			win := seqs[w:min(w+50, len(seqs))]
+			rng.Shuffle(len(win), func(i, j int) { win[i], win[j] = win[j], win[i] })
+		}
+		perAcc[a] = seqs
+	}
+	// Interleave accounts, as many clients would.
+	var all []req
+	for i := 0; i < perAccount; i++ {
+		for a := range perAcc {
+			all = append(all, perAcc[a][i])
+		}
+	}
+
+	sent := make(map[string]sentMsg, len(all))
+	var mu sync.Mutex
+	start := time.Now()
+	const batch = 500
+	var wg sync.WaitGroup
+	errs := make(chan error, 1)
+	sem := make(chan struct{}, 4)
+	for i := 0; i < len(all); i += batch {
+		chunk := all[i:min(i+batch, len(all))]
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			msgs := make([]map[string]any, len(chunk))
+			for k, r := range chunk {
+				msgs[k] = r.body
+			}
+			at := time.Now()
+			var out struct {
+				Results []struct {
+					MsgID string         `json:"msg_id"`
+					Error map[string]any `json:"error"`
+				} `json:"results"`
+			}
+			if err := h.Do(ctx, "POST", "/v1/messages:batch", map[string]any{"messages": msgs}, &out); err != nil {
+				select {
+				case errs <- err:
+				default:
+				}
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for k, r := range out.Results {
+				if r.Error != nil {
+					continue
+				}
+				m := chunk[k].meta
+				m.at = at
+				sent[r.MsgID] = m
+			}
+		}()
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return OutboundReport{}, fmt.Errorf("submit: %w", err)
+	default:
+	}
+
+	total := int64(len(sent))
+	deadline := start.Add(3*cfg.Duration + 30*time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	lastProgress := time.Now()
+	for {
+		acc := h.Sim.Stats().Totals.Accepted - h.Sim.Stats().Totals.Duplicates
+		if cfg.Progress != nil && time.Since(lastProgress) >= time.Second {
+			cfg.Progress(acc, total)
+			lastProgress = time.Now()
+		}
+		if acc >= total || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return OutboundReport{}, ctx.Err()
+		case <-tick.C:
+		}
+	}
+	return outboundReport(cfg, h, sent, start, burst), nil
+}
+
+func outboundReport(cfg OutboundConfig, h *Harness, sent map[string]sentMsg, start time.Time, burst int) OutboundReport {
+	st := h.Sim.Stats()
+	rep := OutboundReport{
+		Accounts: cfg.Accounts, RatePerAccount: cfg.Rate, DurationSec: cfg.Duration.Seconds(),
+		Submitted: len(sent), Accepted: st.Totals.Accepted, OverLimit: st.Totals.OverLimit,
+		Provider429: st.Totals.Rejected[130429], DuplicatesAtProvider: st.Totals.Duplicates,
+		Latency: map[string]Latency{},
+	}
+	if st.Totals.Requests > 0 {
+		rep.Rate429 = float64(rep.Provider429) / float64(st.Totals.Requests)
+	}
+	if st.Totals.Accepted > 0 {
+		rep.AvgAttempts = float64(st.Totals.Requests) / float64(st.Totals.Accepted-st.Totals.Duplicates)
+	}
+	lat := map[string][]float64{}
+	firstAccept := map[string]bool{}
+	var last time.Time
+	for a := 0; a < cfg.Accounts; a++ {
+		pnid := fmt.Sprintf("%d", 100000000000+a)
+		lastSeq := map[string]int64{}
+		for _, m := range h.Sim.Messages(pnid, "") {
+			s, ok := sent[m.CallbackData]
+			if !ok || firstAccept[m.CallbackData] {
+				continue
+			}
+			firstAccept[m.CallbackData] = true
+			if m.AcceptedAt.After(last) {
+				last = m.AcceptedAt
+			}
+			if s.seq <= lastSeq[s.to] {
+				rep.OrderViolations++
+			}
+			lastSeq[s.to] = max(lastSeq[s.to], s.seq)
+			lat[s.priority] = append(lat[s.priority], float64(m.AcceptedAt.Sub(s.at).Microseconds())/1000)
+		}
+	}
+	rep.NotAccepted = len(sent) - len(firstAccept)
+	elapsed := last.Sub(start)
+	rep.ElapsedSec = elapsed.Seconds()
+	if allowed := float64(cfg.Accounts) * (cfg.Rate*elapsed.Seconds() + float64(burst)); allowed > 0 {
+		rep.Utilization = float64(len(firstAccept)) / allowed
+	}
+	for p, xs := range lat {
+		slices.Sort(xs)
+		rep.Latency[p] = Latency{P50: percentile(xs, 0.50), P99: percentile(xs, 0.99), N: len(xs)}
+	}
+	rep.Retries = sumMetric(h.Registry(), "wamux_send_retries_total", "", "")
+	rep.Resends = sumMetric(h.Registry(), "wamux_resends_total", "outcome", "resent")
+	return rep
+}
+
+func percentile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+// sumMetric adds up a counter's series, optionally only those with one
+// label value.
+func sumMetric(reg *prometheus.Registry, name, label, value string) float64 {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return 0
+	}
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if label != "" {
+				match := false
+				for _, l := range m.GetLabel() {
+					if l.GetName() == label && l.GetValue() == value {
+						match = true
+					}
+				}
+				if !match {
+					continue
+				}
+			}
+			if c := m.GetCounter(); c != nil {
+				total += c.GetValue()
+			}
+		}
+	}
+	return total
+}
