@@ -23,6 +23,9 @@ type number struct {
 	mu    sync.Mutex
 	tat   int64            // throughput GCRA state
 	pairs map[string]int64 // pair GCRA state per recipient
+	// pruneAt is the pairs size that triggers the next prune; doubling it
+	// keeps pruning amortised O(1) per send however many pairs are live.
+	pruneAt int
 	rng   *rand.Rand
 	st    numberStats
 	// msgs holds accepted messages in fixed-size chunks, so recording
@@ -84,6 +87,7 @@ func newNumber(n Number, defaults Limits, seed uint64) *number {
 func (nb *number) resetLocked(seed uint64) {
 	nb.tat = 0
 	nb.pairs = make(map[string]int64)
+	nb.pruneAt = pruneFloor
 	h := fnv.New64a()
 	h.Write([]byte(nb.id))
 	nb.rng = rand.New(rand.NewPCG(seed, h.Sum64()))
@@ -119,12 +123,18 @@ func (nb *number) between(r Range) time.Duration {
 	return r.Min + time.Duration(nb.rng.Int64N(int64(r.Max-r.Min)+1))
 }
 
-// pruneLocked drops pair entries that no longer limit anything, so a long
-// run over millions of recipients does not grow without bound.
-func (nb *number) pruneLocked(now int64) {
+const pruneFloor = 100_000
+
+// maybePruneLocked drops pair entries that no longer limit anything, so a
+// long run over millions of recipients does not grow without bound.
+func (nb *number) maybePruneLocked(now int64) {
+	if len(nb.pairs) < nb.pruneAt {
+		return
+	}
 	for k, tat := range nb.pairs {
 		if nb.pair.idle(tat, now) {
 			delete(nb.pairs, k)
 		}
 	}
+	nb.pruneAt = max(pruneFloor, 2*len(nb.pairs))
 }

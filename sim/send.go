@@ -142,9 +142,7 @@ func (s *Server) decide(nb *number, req *sendRequest, apiErr *apiError, body []b
 		return Message{}, fault{latency: f.latency}, nil, s.withRetryAfter(errPairLimit())
 	}
 	nb.pairs[to] = ptat
-	if len(nb.pairs) > 100_000 && len(nb.pairs)%10_000 == 0 {
-		nb.pruneLocked(ns)
-	}
+	nb.maybePruneLocked(ns)
 
 	f.slowAccept = nb.chance(fc.SlowAccept)
 	f.resetAfterAccept = !f.slowAccept && nb.chance(fc.ResetAfterAccept)
