@@ -26,8 +26,8 @@ type number struct {
 	// pruneAt is the pairs size that triggers the next prune; doubling it
 	// keeps pruning amortised O(1) per send however many pairs are live.
 	pruneAt int
-	rng   *rand.Rand
-	st    numberStats
+	rng     *rand.Rand
+	st      numberStats
 	// msgs holds accepted messages in fixed-size chunks, so recording
 	// never copies what is already stored (a growing slice would, and at
 	// tens of thousands of sends per second that copying dominated).
