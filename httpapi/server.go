@@ -104,6 +104,7 @@ func (s *Server) routes() http.Handler {
 	}
 	handle("GET /healthz", s.handleHealthz)
 	handle("GET /readyz", s.handleReadyz)
+	handle("GET /{$}", s.handleStatusPage)
 	mux.Handle("GET /metrics", s.instrument("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})))
 
 	v1 := func(pattern string, h http.HandlerFunc) { handle(pattern, s.requireKey(h)) }
