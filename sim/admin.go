@@ -29,7 +29,7 @@ type NumberStats struct {
 	PeakAcceptedPerSec int64 `json:"peak_accepted_per_sec"`
 	// Faults counts injected faults by kind.
 	Faults map[string]int64 `json:"faults"`
-	Limits LimitsView       `json:"limits"`
+	Limits LimitsView       `json:"limits,omitzero"`
 }
 
 // LimitsView shows a number's limits with durations as Go strings.

@@ -125,7 +125,8 @@ type Webhooks struct {
 	// AppSecret keys the X-Hub-Signature-256 HMAC; never logged.
 	AppSecret string
 	// Delay is the time from acceptance to sent, and from each status to
-	// the next; default 50–500 ms.
+	// the next. Zero sends them at once (in order); `wamux sim` defaults
+	// to 50–500 ms.
 	Delay Range
 	// ReadProbability is the chance a delivered message is also read.
 	ReadProbability float64
@@ -179,9 +180,6 @@ func (c *Config) setDefaults() error {
 		c.Faults.SlowDelay = SlowDelayDefault
 	}
 	w := &c.Webhooks
-	if w.Delay == (Range{}) {
-		w.Delay = Range{50 * time.Millisecond, 500 * time.Millisecond}
-	}
 	if w.FailCode == 0 {
 		w.FailCode = 131049
 	}

@@ -31,6 +31,7 @@ type webhooker struct {
 	mu      sync.Mutex
 	inbox   []item
 	pending int // statuses held anywhere: inbox, heap, batches in flight
+	seq     uint64
 	clear   bool
 	wake    chan struct{}
 
@@ -44,8 +45,11 @@ type webhooker struct {
 }
 
 // item is a heap entry: a single status to batch, or a batch to resend.
+// seq breaks ties between equal due times, so statuses planned for the
+// same instant (zero delay) still leave in the order they were planned.
 type item struct {
 	due time.Time
+	seq uint64
 	st  *hookStatus
 	b   *batch
 }
@@ -106,7 +110,8 @@ func (h *webhooker) enqueue(plan []hookStatus) {
 		return
 	}
 	for i := range plan {
-		h.inbox = append(h.inbox, item{due: plan[i].due, st: &plan[i]})
+		h.seq++
+		h.inbox = append(h.inbox, item{due: plan[i].due, seq: h.seq, st: &plan[i]})
 	}
 	h.pending += len(plan)
 	h.mu.Unlock()
@@ -115,7 +120,8 @@ func (h *webhooker) enqueue(plan []hookStatus) {
 
 func (h *webhooker) requeue(b *batch, due time.Time) {
 	h.mu.Lock()
-	h.inbox = append(h.inbox, item{due: due, b: b})
+	h.seq++
+	h.inbox = append(h.inbox, item{due: due, seq: h.seq, b: b})
 	h.mu.Unlock()
 	h.poke()
 }
@@ -358,10 +364,15 @@ func (it item) size() int {
 // itemHeap orders items by due time.
 type itemHeap []item
 
-func (q itemHeap) Len() int           { return len(q) }
-func (q itemHeap) Less(i, j int) bool { return q[i].due.Before(q[j].due) }
-func (q itemHeap) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
-func (q *itemHeap) Push(x any)        { *q = append(*q, x.(item)) }
+func (q itemHeap) Len() int { return len(q) }
+func (q itemHeap) Less(i, j int) bool {
+	if !q[i].due.Equal(q[j].due) {
+		return q[i].due.Before(q[j].due)
+	}
+	return q[i].seq < q[j].seq
+}
+func (q itemHeap) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *itemHeap) Push(x any)   { *q = append(*q, x.(item)) }
 func (q *itemHeap) Pop() any {
 	old := *q
 	it := old[len(old)-1]

@@ -290,3 +290,26 @@ func TestWebhookQueueBounded(t *testing.T) {
 	h.s.Reset()
 	eventually(t, "queue cleared", func() bool { return h.s.Stats().Webhooks.Pending == 0 })
 }
+
+// With no delay every status is due at once; they must still leave in
+// the order sent, delivered, read.
+func TestWebhooksZeroDelayKeepOrder(t *testing.T) {
+	r := newReceiver(t, nil)
+	wh := hookConfig(r)
+	wh.Delay = sim.Range{}
+	wh.ReadProbability = 1
+	wh.Concurrency = 1
+	h := start(t, sim.Config{Webhooks: wh})
+	for i := range 5 {
+		h.send(num, token, text(fmt.Sprint("1555000000", i), fmt.Sprint("m", i)))
+	}
+	eventually(t, "15 webhooks", func() bool { return h.s.Stats().Webhooks.Delivered == 15 })
+	last := map[string]string{}
+	next := map[string]string{"": "sent", "sent": "delivered", "delivered": "read"}
+	for _, s := range statuses(t, r.all()) {
+		if want := next[last[s.ID]]; s.Status.Status != want {
+			t.Fatalf("%s: %s after %q, want %s", s.ID, s.Status.Status, last[s.ID], want)
+		}
+		last[s.ID] = s.Status.Status
+	}
+}
