@@ -87,7 +87,7 @@ func (s *Store) GetAccountByPhoneNumberID(ctx context.Context, phoneNumberID str
 }
 
 func (s *Store) getAccount(ctx context.Context, col, v string) (wamux.Account, error) {
-	a, err := scanAccount(s.rdb.QueryRowContext(ctx, `SELECT `+accountCols+` FROM accounts WHERE `+col+` = ?`, v))
+	a, err := scanAccount(s.rqueryRow(ctx, `SELECT `+accountCols+` FROM accounts WHERE `+col+` = ?`, v))
 	if errors.Is(err, sql.ErrNoRows) {
 		return wamux.Account{}, wamux.Errorf(wamux.ENotFound, "account %q not found", v)
 	}
@@ -99,7 +99,7 @@ func (s *Store) getAccount(ctx context.Context, col, v string) (wamux.Account, e
 
 // ListAccounts returns every account ordered by id.
 func (s *Store) ListAccounts(ctx context.Context) ([]wamux.Account, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT `+accountCols+` FROM accounts ORDER BY id`)
+	rows, err := s.rquery(ctx, `SELECT `+accountCols+` FROM accounts ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list accounts: %w", wrapErr(err))
 	}

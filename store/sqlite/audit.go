@@ -40,7 +40,7 @@ func (s *Store) ListLateReceipts(ctx context.Context, limit int) ([]store.LateRe
 	if limit <= 0 {
 		limit = listLimitDefault
 	}
-	rows, err := s.rdb.QueryContext(ctx, `SELECT `+receiptCols+`, reason, recorded_at FROM late_receipts
+	rows, err := s.rquery(ctx, `SELECT `+receiptCols+`, reason, recorded_at FROM late_receipts
 		ORDER BY recorded_at DESC, id DESC LIMIT ?`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list late receipts: %w", wrapErr(err))
@@ -101,7 +101,7 @@ func (s *Store) ListDeadLetters(ctx context.Context, limit int) ([]store.DeadLet
 	if limit <= 0 {
 		limit = listLimitDefault
 	}
-	rows, err := s.rdb.QueryContext(ctx, `SELECT id, source, account_id, reason, payload, recorded_at
+	rows, err := s.rquery(ctx, `SELECT id, source, account_id, reason, payload, recorded_at
 		FROM dead_letters ORDER BY recorded_at DESC, id DESC LIMIT ?`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list dead letters: %w", wrapErr(err))

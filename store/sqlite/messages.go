@@ -169,7 +169,7 @@ func (s *Store) GetMessageByWAMID(ctx context.Context, wamid string) (wamux.Mess
 }
 
 func (s *Store) getMessage(ctx context.Context, col, v string) (wamux.Message, error) {
-	m, err := scanMessage(s.rdb.QueryRowContext(ctx, `SELECT `+messageCols+` FROM messages WHERE `+col+` = ?`, v))
+	m, err := scanMessage(s.rqueryRow(ctx, `SELECT `+messageCols+` FROM messages WHERE `+col+` = ?`, v))
 	if errors.Is(err, sql.ErrNoRows) {
 		return wamux.Message{}, wamux.Errorf(wamux.ENotFound, "message %q not found", v)
 	}
@@ -267,7 +267,7 @@ func (s *Store) ListMessages(ctx context.Context, f store.MessageFilter) ([]wamu
 	}
 	q += ` ORDER BY created_at, msg_id LIMIT ?`
 	args = append(args, limit)
-	rows, err := s.rdb.QueryContext(ctx, q, args...)
+	rows, err := s.rquery(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list messages: %w", wrapErr(err))
 	}

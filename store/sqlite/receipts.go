@@ -71,13 +71,17 @@ func (s *Store) HasReceipts(ctx context.Context, keys []store.ReceiptKey) ([]boo
 	out := make([]bool, len(keys))
 	for start := 0; start < len(keys); start += maxKeyRows {
 		chunk := keys[start:min(start+maxKeyRows, len(keys))]
-		args := make([]any, 0, len(chunk)*4)
-		for i, k := range chunk {
-			args = append(args, start+i, k.MessageID, k.AccountID, string(k.Type))
+		// Padded with copies of the last key so few statement texts exist.
+		n := padRows(len(chunk))
+		args := make([]any, 0, n*4)
+		for i := 0; i < n; i++ {
+			j := min(i, len(chunk)-1)
+			k := &chunk[j]
+			args = append(args, start+j, k.MessageID, k.AccountID, string(k.Type))
 		}
-		q := multiInsert("WITH k(i, m, a, t) AS (VALUES ", 4, len(chunk),
+		q := multiInsert("WITH k(i, m, a, t) AS (VALUES ", 4, n,
 			") SELECT k.i FROM k JOIN receipts r ON r.message_id = k.m AND r.account_id = k.a AND r.receipt_type = k.t")
-		rows, err := s.rdb.QueryContext(ctx, q, args...)
+		rows, err := s.rquery(ctx, q, args...)
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: has receipts: %w", wrapErr(err))
 		}
@@ -111,7 +115,7 @@ func scanReceipt(sc scanner, r *wamux.Receipt) error {
 
 // ListReceipts returns the receipts of one provider message by event time.
 func (s *Store) ListReceipts(ctx context.Context, accountID, messageID string) ([]wamux.Receipt, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT `+receiptCols+` FROM receipts
+	rows, err := s.rquery(ctx, `SELECT `+receiptCols+` FROM receipts
 		WHERE message_id = ? AND account_id = ? ORDER BY event_time, receipt_type`, messageID, accountID)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list receipts: %w", wrapErr(err))

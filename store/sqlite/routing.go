@@ -13,7 +13,7 @@ import (
 // GetOwner returns the account owning recipient.
 func (s *Store) GetOwner(ctx context.Context, recipient string) (string, error) {
 	var owner string
-	err := s.rdb.QueryRowContext(ctx, `SELECT account_id FROM customer_owners WHERE recipient = ?`, recipient).Scan(&owner)
+	err := s.rqueryRow(ctx, `SELECT account_id FROM customer_owners WHERE recipient = ?`, recipient).Scan(&owner)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", wamux.Errorf(wamux.ENotFound, "recipient has no owner")
 	}
@@ -54,7 +54,7 @@ func (s *Store) SetOwner(ctx context.Context, recipient, accountID, reason strin
 
 // ListOwnerMoves returns the ownership history of recipient, oldest first.
 func (s *Store) ListOwnerMoves(ctx context.Context, recipient string) ([]store.OwnerMove, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT recipient, from_account, to_account, reason, moved_at
+	rows, err := s.rquery(ctx, `SELECT recipient, from_account, to_account, reason, moved_at
 		FROM owner_moves WHERE recipient = ? ORDER BY id`, recipient)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list owner moves: %w", wrapErr(err))
@@ -81,7 +81,7 @@ func (s *Store) ListOwnerMoves(ctx context.Context, recipient string) ([]store.O
 func (s *Store) GetSeq(ctx context.Context, accountID string) (store.SeqState, error) {
 	st := store.SeqState{AccountID: accountID, NextSeq: 1}
 	var updated int64
-	err := s.rdb.QueryRowContext(ctx, `SELECT next_seq, gaps_skipped, updated_at FROM seq_state WHERE account_id = ?`,
+	err := s.rqueryRow(ctx, `SELECT next_seq, gaps_skipped, updated_at FROM seq_state WHERE account_id = ?`,
 		accountID).Scan(&st.NextSeq, &st.GapsSkipped, &updated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return st, nil
@@ -112,7 +112,7 @@ func (s *Store) PutSeq(ctx context.Context, st store.SeqState) error {
 
 // Settings returns every stored runtime setting.
 func (s *Store) Settings(ctx context.Context) (map[string]string, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT key, value FROM settings`)
+	rows, err := s.rquery(ctx, `SELECT key, value FROM settings`)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: read settings: %w", wrapErr(err))
 	}

@@ -75,6 +75,8 @@ type Store struct {
 	path string
 	wdb  *sql.DB // one connection, owned by the writer goroutine
 	rdb  *sql.DB // read-only pool
+	// rstmts caches prepared read statements by SQL text.
+	rstmts sync.Map
 
 	mu     sync.RWMutex // guards closed against sends on reqs
 	closed bool
@@ -170,6 +172,7 @@ func (s *Store) Close() error {
 	close(s.reqs)
 	s.mu.Unlock()
 	<-s.done
+	s.closeReadStmts()
 	return errors.Join(s.wconn.Close(), s.wdb.Close(), s.rdb.Close())
 }
 

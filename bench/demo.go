@@ -1,0 +1,177 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/wamux/wamux/sim"
+)
+
+// DemoConfig configures `wamux demo`.
+type DemoConfig struct {
+	Listen  string
+	DataDir string
+	Seed    uint64
+	// Started is called once the gateway answers, with its URL and key.
+	Started func(url, apiKey string)
+}
+
+// DemoSummary is what `wamux demo --json` prints when it ends, taken from
+// the simulator's ground truth (retries and resends from the gateway's
+// metrics).
+type DemoSummary struct {
+	Submitted            int64   `json:"submitted"`
+	Accepted             int64   `json:"accepted"`
+	DuplicatesAtProvider int64   `json:"duplicates_at_provider"`
+	OrderViolations      int     `json:"order_violations"`
+	OverLimit            int64   `json:"over_limit"`
+	Provider429          int64   `json:"provider_429"`
+	Retries              float64 `json:"retries"`
+	Resends              float64 `json:"resends"`
+	RejectedSubmissions  int64   `json:"rejected_submissions"`
+}
+
+type demoAccount struct {
+	id, pnid string
+	rate     float64 // what wamux is told
+	metaRate float64 // what the simulator enforces
+}
+
+// RunDemo runs gateway, simulator and traffic until ctx ends. Accounts have
+// different rates; one is configured above what "Meta" allows, so it gets
+// throttled and the adaptive limiter shows; the simulator injects 5xx,
+// resets, slow answers, duplicated and reordered webhooks.
+func RunDemo(ctx context.Context, cfg DemoConfig) (DemoSummary, error) {
+	h, err := Start(context.Background(), HarnessConfig{
+		Listen: cfg.Listen, DataDir: cfg.DataDir,
+		Sim: sim.Config{Seed: cfg.Seed,
+			Faults: sim.Faults{ServerError: 0.01, Reset: 0.005, SlowAccept: 0.003, SlowDelay: 3 * time.Second,
+				WebhookDuplicate: 0.1, WebhookReorder: 0.1},
+			Webhooks: sim.Webhooks{ReadProbability: 0.6, FailProbability: 0.02, BatchSize: 10,
+				Delay: sim.Range{Min: 50 * time.Millisecond, Max: 800 * time.Millisecond}},
+		},
+		Settings: map[string]any{"quiet_period": "5s", "gap_timeout": "20s", "backoff_base": "200ms", "backoff_cap": "5s",
+			"cooldown_min": "5s", "cooldown_max": "20s"},
+	})
+	if err != nil {
+		return DemoSummary{}, err
+	}
+	defer h.Close()
+	accounts := []demoAccount{
+		{"shop-eu", "100200300401", 40, 40},
+		{"shop-us", "100200300402", 20, 20},
+		{"support", "100200300403", 10, 10},
+		{"promo-overdriven", "100200300404", 40, 15}, // wamux thinks 40/s, Meta allows 15/s
+	}
+	for _, a := range accounts {
+		if err := h.AddAccount(ctx, a.id, a.pnid, a.rate, max(1, int(a.rate/10)), sim.Limits{Rate: a.metaRate}); err != nil {
+			return DemoSummary{}, err
+		}
+	}
+	if cfg.Started != nil {
+		cfg.Started(h.URL, h.APIKey)
+	}
+
+	var (
+		mu        sync.Mutex
+		seqOf     = map[string]int64{}
+		toOf      = map[string]string{}
+		submitted atomic.Int64
+		rejected  atomic.Int64
+	)
+	rng := rand.New(rand.NewPCG(cfg.Seed, 11))
+	next := make([]int64, len(accounts))
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-tick.C:
+		}
+		var batch []map[string]any
+		for i, a := range accounts {
+			n := int(a.metaRate * 0.2 * 0.9) // a little under what Meta allows
+			window := make([]map[string]any, 0, n)
+			for k := 0; k < n; k++ {
+				next[i]++
+				seq := next[i]
+				to := fmt.Sprintf("49%03d%06d", i, rng.IntN(500))
+				p := []string{"P0", "P1", "P1", "P1", "P2"}[rng.IntN(5)]
+				window = append(window, map[string]any{"biz_type": "demo", "account_id": a.id, "client_seq": seq, "to": to,
+					"priority": p, "type": "text", "text": map[string]any{"body": fmt.Sprintf("order %d update", seq)}})
+			}
+			rng.Shuffle(len(window), func(x, y int) { window[x], window[y] = window[y], window[x] })
+			batch = append(batch, window...)
+			// Client retries: repeat a few messages; they must be duplicates.
+			for k := 0; k < len(window)/10; k++ {
+				batch = append(batch, window[rng.IntN(len(window))])
+			}
+		}
+		// Messages without an account: routed to the pool, sticky per customer.
+		for k := 0; k < 2; k++ {
+			batch = append(batch, map[string]any{"biz_type": "notice", "to": fmt.Sprintf("44700%06d", rng.IntN(200)),
+				"type": "text", "text": map[string]any{"body": "your appointment is tomorrow"}})
+		}
+		var out struct {
+			Results []struct {
+				MsgID     string         `json:"msg_id"`
+				Duplicate bool           `json:"duplicate"`
+				Error     map[string]any `json:"error"`
+			} `json:"results"`
+		}
+		if err := h.Do(ctx, "POST", "/v1/messages:batch", map[string]any{"messages": batch}, &out); err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			return DemoSummary{}, err
+		}
+		mu.Lock()
+		for k, r := range out.Results {
+			switch {
+			case r.Error != nil:
+				rejected.Add(1)
+			case !r.Duplicate:
+				submitted.Add(1)
+				if seq, ok := batch[k]["client_seq"].(int64); ok {
+					seqOf[r.MsgID] = seq
+					toOf[r.MsgID] = batch[k]["to"].(string)
+				}
+			}
+		}
+		mu.Unlock()
+	}
+
+	st := h.Sim.Stats()
+	sum := DemoSummary{
+		Submitted: submitted.Load(), Accepted: st.Totals.Accepted, DuplicatesAtProvider: st.Totals.Duplicates,
+		OverLimit: st.Totals.OverLimit, Provider429: st.Totals.Rejected[130429],
+		Retries:             sumMetric(h.Registry(), "wamux_send_retries_total", "", ""),
+		Resends:             sumMetric(h.Registry(), "wamux_resends_total", "outcome", "resent"),
+		RejectedSubmissions: rejected.Load(),
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, a := range accounts {
+		last := map[string]int64{}
+		seen := map[string]bool{}
+		for _, m := range h.Sim.Messages(a.pnid, "") {
+			seq, ok := seqOf[m.CallbackData]
+			if !ok || seen[m.CallbackData] {
+				continue
+			}
+			seen[m.CallbackData] = true
+			to := toOf[m.CallbackData]
+			if seq <= last[to] {
+				sum.OrderViolations++
+			}
+			last[to] = max(last[to], seq)
+		}
+	}
+	return sum, nil
+}
