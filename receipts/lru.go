@@ -109,3 +109,23 @@ func (l *LRU) account(accountID string) *accountLRU {
 	l.accounts.Add(accountID, a)
 	return a
 }
+
+// Contains reports whether id was recorded for accountID, without
+// recording it. The pipeline asks first and records (Add) only once the
+// receipt is durable: a key recorded before a failed append would make the
+// sender's retry look like a duplicate and lose the receipt.
+func (l *LRU) Contains(accountID string, id ReceiptID) bool {
+	a := l.account(accountID)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.seen.Get(id)
+	return ok
+}
+
+// Add records id for accountID.
+func (l *LRU) Add(accountID string, id ReceiptID) {
+	a := l.account(accountID)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.seen.Add(id, struct{}{})
+}

@@ -28,6 +28,7 @@ type Store interface {
 	ReceiptStore
 	RoutingStore
 	SettingsStore
+	PipelineStore // issue 5: receipt pipeline
 }
 
 // AccountStore keeps the business phone numbers.
@@ -249,4 +250,47 @@ type SettingsStore interface {
 	Settings(ctx context.Context) (map[string]string, error)
 	// PutSettings stores the given settings in one transaction.
 	PutSettings(ctx context.Context, kv map[string]string) error
+}
+
+// PipelineStore is what the receipt pipeline (package receipts) needs
+// beyond ReceiptStore: in embedded mode the receipt "stream" is durable
+// through the store, as a log of receipts appended before the webhook or
+// agent is answered and deleted once processed; a crash in between leaves
+// them in the log, and the pipeline processes them again at Start.
+type PipelineStore interface {
+	// AppendReceiptLog appends receipts to the log and returns their ids,
+	// in input order. Ids grow with each call but need not follow commit
+	// order (PostgreSQL), so readers must not treat them as a cursor of
+	// what is committed.
+	AppendReceiptLog(ctx context.Context, rs []wamux.Receipt) ([]int64, error)
+	// ListReceiptLog returns up to limit logged receipts with an id above
+	// afterID, by id.
+	ListReceiptLog(ctx context.Context, afterID int64, limit int) ([]LoggedReceipt, error)
+	// AckReceiptLog deletes processed receipts from the log and reports
+	// how many were still there.
+	AckReceiptLog(ctx context.Context, ids []int64) (int, error)
+	// FindMessages returns the messages whose wamid is one of wamids or
+	// whose msg_id is one of msgIDs, in one round trip, so a batch of
+	// statuses resolves its outbound messages without a query per status.
+	FindMessages(ctx context.Context, wamids, msgIDs []string) ([]wamux.Message, error)
+	// AddInboundMessages keeps the minimal record of messages users sent
+	// to a business number (unique per account and wamid; repeats are
+	// ignored) and reports how many were new.
+	AddInboundMessages(ctx context.Context, ms []InboundMessage) (int, error)
+}
+
+// LoggedReceipt is a receipt in the pipeline's durable log.
+type LoggedReceipt struct {
+	ID int64
+	wamux.Receipt
+}
+
+// InboundMessage is what wamux keeps of an inbound message: no content and
+// no phone number, only enough to count and trace it.
+type InboundMessage struct {
+	AccountID  string
+	WAMID      string
+	Type       string
+	SentAt     time.Time
+	ReceivedAt time.Time
 }

@@ -1,0 +1,83 @@
+package receipts
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/store"
+)
+
+// maxIDLen bounds ids from outside; a wamid is about 60 characters.
+const maxIDLen = 256
+
+// Normalize checks a receipt from outside and puts it in canonical form
+// (trimmed ids, UTC times truncated to the store's millisecond), so the
+// same status reported twice yields the same key and the same merge.
+func Normalize(r *wamux.Receipt) error {
+	r.MessageID = strings.TrimSpace(r.MessageID)
+	r.AccountID = strings.TrimSpace(r.AccountID)
+	switch {
+	case r.MessageID == "":
+		return wamux.Errorf(wamux.EInvalid, "message_id is required")
+	case len(r.MessageID) > maxIDLen:
+		return wamux.Errorf(wamux.EInvalid, "message_id is longer than %d bytes", maxIDLen)
+	case r.AccountID == "":
+		return wamux.Errorf(wamux.EInvalid, "account_id is required")
+	case len(r.CallbackData) > 512:
+		return wamux.Errorf(wamux.EInvalid, "callback data is longer than 512 bytes")
+	}
+	if _, err := wamux.ParseReceiptType(string(r.Type)); err != nil {
+		return err
+	}
+	if r.EventTime.IsZero() || r.EventTime.Unix() <= 0 {
+		return wamux.Errorf(wamux.EInvalid, "event_time is required")
+	}
+	if r.EventTime.Year() > 9999 {
+		return wamux.Errorf(wamux.EInvalid, "event_time is out of range")
+	}
+	r.EventTime = time.UnixMilli(r.EventTime.UnixMilli()).UTC()
+	if !r.ReceivedAt.IsZero() {
+		r.ReceivedAt = time.UnixMilli(r.ReceivedAt.UnixMilli()).UTC()
+	}
+	return nil
+}
+
+// DeadLetter keeps input that cannot be processed, with why; reason is a
+// short fixed name (the metric label), d.Reason the full text.
+func (p *Pipeline) DeadLetter(ctx context.Context, reason string, ds []store.DeadLetter) error {
+	return p.deadLetter(ctx, reason, ds)
+}
+
+func (p *Pipeline) deadLetter(ctx context.Context, reason string, ds []store.DeadLetter) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	if err := p.retry(ctx, "add dead letters", func(ctx context.Context) error { return p.st.AddDeadLetters(ctx, ds) }); err != nil {
+		return err
+	}
+	p.c.dead.Add(int64(len(ds)))
+	p.m.failures.WithLabelValues("poison").Add(float64(len(ds)))
+	for _, d := range ds {
+		p.m.deadLetters.WithLabelValues(d.Source, reason).Inc()
+	}
+	return nil
+}
+
+// AddInbound keeps the minimal record of inbound messages and counts them.
+func (p *Pipeline) AddInbound(ctx context.Context, ms []store.InboundMessage) error {
+	if len(ms) == 0 {
+		return nil
+	}
+	if err := p.retry(ctx, "add inbound messages", func(ctx context.Context) error {
+		_, err := p.st.AddInboundMessages(ctx, ms)
+		return err
+	}); err != nil {
+		return err
+	}
+	for _, m := range ms {
+		p.m.inbound.WithLabelValues(m.AccountID).Inc()
+	}
+	return nil
+}

@@ -1,0 +1,252 @@
+package receipts
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/store"
+)
+
+// partition is the in-memory side of one stream partition: the receipts
+// waiting for its processor, and how far back the log holds receipts that
+// were not queued (spilled).
+type partition struct {
+	id     int
+	queued prometheus.Gauge
+	lag    prometheus.Gauge
+
+	mu        sync.Mutex
+	queue     []store.LoggedReceipt
+	firstAt   time.Time // when the oldest queued receipt was queued
+	spillFrom int64     // lowest spilled log id, noSpill when none
+	wake      chan struct{}
+}
+
+func newPartition(id int, m *metrics) *partition {
+	return &partition{
+		id:        id,
+		queued:    m.queued.WithLabelValues(partitionLabel(id)),
+		lag:       m.lag.WithLabelValues(partitionLabel(id)),
+		spillFrom: noSpill,
+		wake:      make(chan struct{}, 1),
+	}
+}
+
+// offer queues durable receipts, or records them as spilled when the queue
+// has no room or merging is paused. Spilling loses nothing: the receipts
+// are in the log and the processor reads them back from spillFrom.
+func (pt *partition) offer(ls []store.LoggedReceipt, capacity int, paused bool) {
+	pt.mu.Lock()
+	if paused || len(pt.queue)+len(ls) > capacity {
+		for _, l := range ls {
+			pt.spillFrom = min(pt.spillFrom, l.ID)
+		}
+	} else {
+		if len(pt.queue) == 0 {
+			pt.firstAt = time.Now()
+		}
+		pt.queue = append(pt.queue, ls...)
+		pt.queued.Set(float64(len(pt.queue)))
+	}
+	pt.mu.Unlock()
+	pt.poke()
+}
+
+// spill records that the log holds unprocessed receipts from id on (a
+// batch that failed for good stays in the log and is read back later).
+func (pt *partition) spill(id int64) {
+	pt.mu.Lock()
+	pt.spillFrom = min(pt.spillFrom, id)
+	pt.mu.Unlock()
+}
+
+func (pt *partition) poke() {
+	select {
+	case pt.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take returns up to max queued receipts once at least batchMin wait or
+// the oldest has waited batchWait (or drain asks for whatever is there),
+// and otherwise how long to wait before asking again.
+func (pt *partition) take(batchMin, max int, batchWait time.Duration, drain bool) ([]store.LoggedReceipt, time.Duration, int64) {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	n := len(pt.queue)
+	if n == 0 {
+		spill := pt.spillFrom
+		pt.spillFrom = noSpill
+		return nil, 0, spill
+	}
+	if wait := batchWait - time.Since(pt.firstAt); n < batchMin && wait > 0 && !drain {
+		return nil, wait, noSpill
+	}
+	k := min(n, max)
+	out := make([]store.LoggedReceipt, k)
+	copy(out, pt.queue)
+	rest := copy(pt.queue, pt.queue[k:])
+	clear(pt.queue[rest:])
+	pt.queue = pt.queue[:rest]
+	if rest > 0 {
+		pt.firstAt = time.Now()
+	}
+	pt.queued.Set(float64(rest))
+	return out, 0, noSpill
+}
+
+// run is one partition's processor: it owns the partition's accounts, so
+// their receipts are deduplicated and merged by one goroutine at a time.
+func (p *Pipeline) run(pt *partition) {
+	defer p.wg.Done()
+	for {
+		stopping := p.closing.Load()
+		if p.paused.Load() && !stopping {
+			if !p.sleep(pt, 0) {
+				return
+			}
+			continue
+		}
+		batch, wait, spill := pt.take(p.cfg.BatchMin, p.cfg.BatchMax, p.cfg.BatchWait, stopping)
+		switch {
+		case len(batch) > 0:
+			if !p.processOrSpill(pt, batch) && !p.sleep(pt, p.cfg.Retry.Max) {
+				return
+			}
+		case wait > 0:
+			if !p.sleep(pt, wait) {
+				return
+			}
+		case spill != noSpill && !stopping:
+			p.reload(pt, spill)
+		case stopping:
+			return
+		default:
+			if !p.sleep(pt, 0) {
+				return
+			}
+		}
+	}
+}
+
+// sleep waits for a poke, d (when positive), or the end; false means the
+// pipeline is gone.
+func (p *Pipeline) sleep(pt *partition, d time.Duration) bool {
+	var timer <-chan time.Time
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timer = t.C
+	}
+	select {
+	case <-pt.wake:
+	case <-timer:
+	case <-p.stop:
+		// Draining: keep going until the queue is empty.
+	case <-p.ctx.Done():
+		return false
+	}
+	return p.ctx.Err() == nil
+}
+
+// processOrSpill processes a batch; if the store keeps failing beyond the
+// bounded retry, the batch stays in the log, the partition is marked to
+// read it back, and false tells the caller to back off.
+func (p *Pipeline) processOrSpill(pt *partition, batch []store.LoggedReceipt) bool {
+	n, err := p.process(p.ctx, pt.id, batch, false)
+	if err == nil {
+		p.markProcessed(n)
+		return true
+	}
+	if !transient(err) && p.ctx.Err() == nil {
+		return p.isolatePoison(pt, batch)
+	}
+	lowest := batch[0].ID
+	for _, l := range batch {
+		lowest = min(lowest, l.ID)
+	}
+	pt.spill(lowest)
+	if p.ctx.Err() == nil {
+		p.m.failures.WithLabelValues("store_unavailable").Inc()
+		p.log.Error("receipts: batch left in the log after retries; it will be read back", "partition", pt.id,
+			"receipts", len(batch), "err", err)
+	}
+	return false
+}
+
+// reload reads the log from id `from` on and processes this partition's
+// entries: receipts that did not fit the queue, arrived while merging was
+// paused, or belong to a batch that failed. Every partition reads the whole
+// log and keeps its own share; this only happens in degraded operation.
+// An entry also still queued is processed twice; the second time the
+// dedup layers find it stored and it changes nothing.
+func (p *Pipeline) reload(pt *partition, from int64) {
+	after := from - 1
+	for p.ctx.Err() == nil && !p.paused.Load() {
+		var page []store.LoggedReceipt
+		err := p.retry(p.ctx, "read receipt log", func(ctx context.Context) error {
+			var err error
+			page, err = p.st.ListReceiptLog(ctx, after, p.cfg.ReloadPage)
+			return err
+		})
+		if err != nil {
+			pt.spill(after + 1)
+			p.sleep(pt, p.cfg.Retry.Max)
+			return
+		}
+		if len(page) == 0 {
+			return
+		}
+		mine := page[:0]
+		for _, l := range page {
+			if p.partitionOf(l.AccountID) == pt.id {
+				mine = append(mine, l)
+			}
+		}
+		for start := 0; start < len(mine); start += p.cfg.BatchMax {
+			if !p.processOrSpill(pt, mine[start:min(start+p.cfg.BatchMax, len(mine))]) {
+				return
+			}
+		}
+		after = page[len(page)-1].ID
+	}
+	if p.paused.Load() {
+		pt.spill(after + 1)
+	}
+}
+
+// isolatePoison processes a batch the store refused as invalid one receipt
+// at a time, and dead-letters (then acknowledges) each receipt it still
+// refuses, so one bad receipt cannot block its partition.
+func (p *Pipeline) isolatePoison(pt *partition, batch []store.LoggedReceipt) bool {
+	for i := range batch {
+		one := batch[i : i+1]
+		n, err := p.process(p.ctx, pt.id, one, false)
+		if err == nil {
+			p.markProcessed(n)
+			continue
+		}
+		if transient(err) {
+			pt.spill(one[0].ID)
+			return false
+		}
+		payload, _ := json.Marshal(one[0].Receipt)
+		dl := store.DeadLetter{Source: one[0].Source, AccountID: one[0].AccountID, Reason: "unprocessable receipt: " + wamux.ErrorMessage(err), Payload: payload}
+		if err := p.deadLetter(p.ctx, "unprocessable", []store.DeadLetter{dl}); err != nil {
+			pt.spill(one[0].ID)
+			return false
+		}
+		n, err = p.st.AckReceiptLog(p.ctx, []int64{one[0].ID})
+		if err != nil {
+			pt.spill(one[0].ID)
+			return false
+		}
+		p.markProcessed(n)
+	}
+	return true
+}

@@ -1,0 +1,401 @@
+package receipts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/settings"
+	"github.com/wamux/wamux/store"
+)
+
+// Defaults of Config.
+const (
+	PartitionsDefault = 4
+	// BatchMinDefault and BatchWaitDefault: a partition processes as soon
+	// as 50 receipts wait, or 200 ms after the first one arrived.
+	BatchMinDefault  = 50
+	BatchWaitDefault = 200 * time.Millisecond
+	// BatchMaxDefault caps one batch, so a backlog is worked off in large
+	// batches (fewer commits) but no batch holds a partition for long.
+	BatchMaxDefault = 2048
+	// QueueCapDefault bounds the receipts held in memory per partition;
+	// beyond it they stay in the durable log and are read back from there.
+	QueueCapDefault = 1 << 16
+	// ReloadPageDefault is how many log entries one read takes back.
+	ReloadPageDefault = 4096
+)
+
+// Config configures a Pipeline. Store and Registry are required.
+type Config struct {
+	Store    store.Store
+	Registry prometheus.Registerer
+	// Settings supply late_window and the degradation switches (bloom,
+	// apply_state), read on every batch; without them the defaults apply.
+	Settings *settings.Manager
+	Logger   *slog.Logger
+	// Now is the clock of the merge (late window, UpdatedAt) and of the
+	// Bloom buckets; time.Now when nil.
+	Now        func() time.Time
+	Partitions int
+	BatchMin   int
+	BatchWait  time.Duration
+	BatchMax   int
+	QueueCap   int
+	ReloadPage int
+	LRU        LRUConfig
+	Bloom      BloomConfig
+	Retry      RetryConfig
+	// Observer, when set, is told about every receipt a batch processed
+	// (the benchmark counts applies per receipt with it). It runs on the
+	// partition's goroutine and must be quick.
+	Observer func([]Processed)
+}
+
+// Processed is what processing did with one logged receipt.
+type Processed struct {
+	Key store.ReceiptKey
+	// Duplicate names the layer that found it a duplicate ("" when new).
+	Duplicate string
+	Decision  Decision
+	// Latency is from intake (ReceivedAt) to the batch being durable.
+	Latency time.Duration
+}
+
+// IngestResult says what Ingest did with the receipts it was given.
+type IngestResult struct {
+	// Accepted receipts are durable and will be processed.
+	Accepted int
+	// Duplicates were repeats of a receipt in the same call or of one seen
+	// recently (L1); later layers find more, which only metrics show.
+	Duplicates int
+}
+
+// Pipeline turns receipts into merged current statuses:
+//
+//	Ingest: normalize → L1 (per-account LRU) → durable append to the
+//	        receipt log (the store's group commit) → return
+//	partition processor (one per hash(account) mod Partitions), in batches
+//	        of ≥ BatchMin or after BatchWait: L2 Bloom (hits confirmed in the
+//	        store) → L3 unique insert → Merge → states, late audit, outbound
+//	        message resolution → acknowledge (delete) the log entries
+//
+// The log is the stream: what Ingest acknowledged is in it until processed,
+// so a crash between the two is repaired at the next Start, which processes
+// whatever the log still holds. Receipts that do not fit a partition's
+// memory queue, or arrive while apply_state is off, stay in the log and
+// the partition reads them back when it has caught up.
+type Pipeline struct {
+	cfg   Config
+	st    store.Store
+	set   *settings.Manager
+	log   *slog.Logger
+	now   func() time.Time
+	lru   *LRU
+	bloom *Bloom
+	m     *metrics
+	c     counters
+	parts []*partition
+
+	paused  atomic.Bool // apply_state off
+	started atomic.Bool
+	closing atomic.Bool
+
+	flushMu sync.Mutex
+	flushed *sync.Cond // broadcast when processed grows
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	stop   chan struct{}
+}
+
+// New builds a pipeline; nothing runs until Start.
+func New(cfg Config) (*Pipeline, error) {
+	if cfg.Store == nil || cfg.Registry == nil {
+		return nil, errors.New("receipts: pipeline needs a Store and a Registry")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	setDefault(&cfg.Partitions, PartitionsDefault)
+	setDefault(&cfg.BatchMin, BatchMinDefault)
+	setDefault(&cfg.BatchMax, BatchMaxDefault)
+	setDefault(&cfg.QueueCap, QueueCapDefault)
+	setDefault(&cfg.ReloadPage, ReloadPageDefault)
+	if cfg.BatchWait <= 0 {
+		cfg.BatchWait = BatchWaitDefault
+	}
+	cfg.BatchMin = min(cfg.BatchMin, cfg.BatchMax)
+	cfg.Retry.setDefaults()
+	lru, err := NewLRU(cfg.LRU)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Bloom.Now == nil {
+		cfg.Bloom.Now = cfg.Now
+	}
+	if cfg.Settings != nil {
+		cfg.Bloom.Disabled = !cfg.Settings.Current().Bloom
+	}
+	bloom, err := NewBloom(cfg.Bloom)
+	if err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(cfg.Registry)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pipeline{cfg: cfg, st: cfg.Store, set: cfg.Settings, log: cfg.Logger, now: cfg.Now,
+		lru: lru, bloom: bloom, m: m, stop: make(chan struct{})}
+	p.flushed = sync.NewCond(&p.flushMu)
+	for i := range cfg.Partitions {
+		p.parts = append(p.parts, newPartition(i, m))
+	}
+	if cfg.Settings != nil {
+		p.paused.Store(!cfg.Settings.Current().ApplyState)
+		cfg.Settings.OnChange(func(_, next settings.Values) { p.applySettings(next) })
+	}
+	return p, nil
+}
+
+func setDefault(v *int, d int) {
+	if *v <= 0 {
+		*v = d
+	}
+}
+
+// applySettings makes a /v1/config change take effect without restart:
+// the Bloom switch at the next batch, apply_state at once (resuming wakes
+// every partition, which then reads back what waited in the log).
+func (p *Pipeline) applySettings(v settings.Values) {
+	p.bloom.SetEnabled(v.Bloom)
+	was := p.paused.Swap(!v.ApplyState)
+	if was && v.ApplyState {
+		for _, pt := range p.parts {
+			pt.poke()
+		}
+	}
+}
+
+// Start processes what the log still holds from before (a crash or a stop
+// that could not drain), then starts the partition processors. Call it
+// before the first Ingest.
+func (p *Pipeline) Start(ctx context.Context) error {
+	if p.started.Swap(true) {
+		return errors.New("receipts: pipeline already started")
+	}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	if err := p.recover(ctx); err != nil {
+		p.cancel()
+		return err
+	}
+	for _, pt := range p.parts {
+		p.wg.Add(1)
+		go p.run(pt)
+	}
+	return nil
+}
+
+// recover processes the entries left in the log by an earlier run. They
+// may have been stored (L3) and not merged when the process died, so they
+// are merged whatever the dedup layers say: merging a receipt again is a
+// no-op (Merge is idempotent), skipping it might lose it.
+func (p *Pipeline) recover(ctx context.Context) error {
+	var after int64
+	total := 0
+	for {
+		var page []store.LoggedReceipt
+		err := p.retry(ctx, "read receipt log", func(ctx context.Context) error {
+			var err error
+			page, err = p.st.ListReceiptLog(ctx, after, p.cfg.ReloadPage)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("receipts: recover the receipt log: %w", err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		after = page[len(page)-1].ID
+		for start := 0; start < len(page); start += p.cfg.BatchMax {
+			batch := page[start:min(start+p.cfg.BatchMax, len(page))]
+			if _, err := p.process(ctx, -1, batch, true); err != nil {
+				return fmt.Errorf("receipts: recover the receipt log: %w", err)
+			}
+		}
+		total += len(page)
+	}
+	if total > 0 {
+		p.log.Info("receipts: processed receipts left in the log by the last run", "count", total)
+	}
+	return nil
+}
+
+// Stop stops intake and lets the partitions work off their queues until
+// ctx ends; whatever is left stays in the durable log for the next Start.
+func (p *Pipeline) Stop(ctx context.Context) error {
+	if !p.started.Load() || p.closing.Swap(true) {
+		return nil
+	}
+	close(p.stop)
+	for _, pt := range p.parts {
+		pt.poke()
+	}
+	done := make(chan struct{})
+	go func() { p.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		p.cancel()
+		return nil
+	case <-ctx.Done():
+		p.cancel()
+		<-done
+		return fmt.Errorf("receipts: stop: %w", ctx.Err())
+	}
+}
+
+// Stats returns the counters since New.
+func (p *Pipeline) Stats() Stats { return p.c.snapshot() }
+
+// Flush waits until every receipt Ingest accepted so far has been
+// processed, or ctx ends.
+func (p *Pipeline) Flush(ctx context.Context) error {
+	target := p.c.appended.Load()
+	stopWake := context.AfterFunc(ctx, func() {
+		p.flushMu.Lock()
+		p.flushed.Broadcast()
+		p.flushMu.Unlock()
+	})
+	defer stopWake()
+	p.flushMu.Lock()
+	defer p.flushMu.Unlock()
+	for p.c.processed.Load() < target {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("receipts: flush: %w", err)
+		}
+		p.flushed.Wait()
+	}
+	return nil
+}
+
+func (p *Pipeline) markProcessed(n int) {
+	if n == 0 {
+		return
+	}
+	p.c.processed.Add(int64(n))
+	p.flushMu.Lock()
+	p.flushed.Broadcast()
+	p.flushMu.Unlock()
+}
+
+// Ingest normalizes receipts, drops repeats (in the call and L1), and
+// appends the rest durably: when it returns nil they will be processed,
+// across crashes. source is "webhook" or "agent". A receipt that does not
+// normalize fails the whole call with EInvalid and nothing is stored;
+// callers that must keep the good ones (the webhook) check each with
+// Normalize first.
+func (p *Pipeline) Ingest(ctx context.Context, source string, rs []wamux.Receipt) (IngestResult, error) {
+	if !p.started.Load() || p.closing.Load() {
+		return IngestResult{}, wamux.Errorf(wamux.EUnavailable, "the receipt pipeline is not running")
+	}
+	now := p.now().UTC()
+	norm := make([]wamux.Receipt, len(rs))
+	for i, r := range rs {
+		r.Source = source
+		if r.ReceivedAt.IsZero() {
+			r.ReceivedAt = now
+		}
+		if err := Normalize(&r); err != nil {
+			return IngestResult{}, wamux.Errorf(wamux.EInvalid, "receipt %d: %s", i, wamux.ErrorMessage(err))
+		}
+		norm[i] = r
+	}
+	p.c.received.Add(int64(len(norm)))
+	p.m.received.WithLabelValues(source).Add(float64(len(norm)))
+
+	var res IngestResult
+	keep := norm[:0]
+	seen := make(map[store.ReceiptKey]struct{}, len(norm))
+	var batchDups, lruDups int
+	for _, r := range norm {
+		k := keyOf(r)
+		if _, ok := seen[k]; ok {
+			batchDups++
+			continue
+		}
+		seen[k] = struct{}{}
+		if p.lru.Contains(r.AccountID, ReceiptID{MessageID: r.MessageID, Type: r.Type}) {
+			lruDups++
+			continue
+		}
+		keep = append(keep, r)
+	}
+	res.Duplicates = batchDups + lruDups
+	p.c.batch.Add(int64(batchDups))
+	p.c.lru.Add(int64(lruDups))
+	p.m.dedup.WithLabelValues(LayerBatch).Add(float64(batchDups))
+	p.m.dedup.WithLabelValues(LayerLRU).Add(float64(lruDups))
+	if len(keep) == 0 {
+		return res, nil
+	}
+	var ids []int64
+	err := p.retry(ctx, "append to the receipt log", func(ctx context.Context) error {
+		var err error
+		ids, err = p.st.AppendReceiptLog(ctx, keep)
+		return err
+	})
+	if err != nil {
+		return IngestResult{}, fmt.Errorf("receipts: ingest %d receipts: %w", len(keep), err)
+	}
+	// Durable from here on: remember the keys (L1) and hand the receipts
+	// to their partitions.
+	p.c.appended.Add(int64(len(keep)))
+	res.Accepted = len(keep)
+	for _, r := range keep {
+		p.lru.Add(r.AccountID, ReceiptID{MessageID: r.MessageID, Type: r.Type})
+	}
+	p.dispatch(ids, keep)
+	return res, nil
+}
+
+// dispatch queues logged receipts with their partitions; when a queue is
+// full, or merging is paused, they are left to the log (spilled).
+func (p *Pipeline) dispatch(ids []int64, rs []wamux.Receipt) {
+	byPart := make(map[int][]store.LoggedReceipt, 1)
+	for i, r := range rs {
+		pi := p.partitionOf(r.AccountID)
+		byPart[pi] = append(byPart[pi], store.LoggedReceipt{ID: ids[i], Receipt: r})
+	}
+	paused := p.paused.Load()
+	for pi, ls := range byPart {
+		p.parts[pi].offer(ls, p.cfg.QueueCap, paused)
+	}
+}
+
+// partitionOf maps an account to its partition: one account is always
+// processed by the same partition, so its receipts never race each other.
+func (p *Pipeline) partitionOf(accountID string) int {
+	h := fnv.New32a()
+	h.Write([]byte(accountID))
+	return int(h.Sum32() % uint32(len(p.parts)))
+}
+
+func keyOf(r wamux.Receipt) store.ReceiptKey {
+	return store.ReceiptKey{MessageID: r.MessageID, AccountID: r.AccountID, Type: r.Type}
+}
+
+// noSpill marks a partition with nothing left in the log.
+const noSpill = math.MaxInt64

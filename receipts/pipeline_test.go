@@ -1,0 +1,342 @@
+package receipts_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/receipts"
+	"github.com/wamux/wamux/settings"
+	"github.com/wamux/wamux/store"
+)
+
+// TestTinyBloomLosesNothing saturates a tiny Bloom filter so that most
+// new receipts are false positives: each must be confirmed against the
+// real store and kept, so nothing is lost and the states are right.
+func TestTinyBloomLosesNothing(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			st := b.open(t)
+			p := startPipeline(t, receipts.Config{
+				Store: st,
+				Bloom: receipts.BloomConfig{ExpectedPerHour: 1, FalsePositiveRate: 0.5},
+				LRU:   receipts.LRUConfig{PerAccount: 1}, // let repeats reach L2 and L3
+			})
+			var uniq []wamux.Receipt
+			for i := range 1500 {
+				for _, typ := range []wamux.ReceiptType{wamux.ReceiptSent, wamux.ReceiptDelivered} {
+					uniq = append(uniq, rcpt("acc1", fmt.Sprintf("wamid.%d", i), typ, i))
+				}
+			}
+			for start := 0; start < len(uniq); start += 100 {
+				chunk := uniq[start:min(start+100, len(uniq))]
+				ingest(t, p, chunk...)
+				ingest(t, p, chunk[:10]...) // repeats
+			}
+			flush(t, p)
+			s := p.Stats()
+			if s.BloomFalsePositives < int64(len(uniq))/2 {
+				t.Fatalf("false positives = %d of %d new receipts; the filter is not saturated, the test proves nothing",
+					s.BloomFalsePositives, len(uniq))
+			}
+			checkStored(t, st, uniq)
+			checkStates(t, st, expected(uniq))
+			if s.Applied != int64(len(uniq)) {
+				t.Fatalf("applied %d, want %d (each new receipt once)", s.Applied, len(uniq))
+			}
+		})
+	}
+}
+
+// TestRecoversAfterCrash: receipts durable in the log but never processed
+// (the process died after the 200), some already stored by L3 before the
+// crash, are merged at the next Start.
+func TestRecoversAfterCrash(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			st := b.open(t)
+			ctx := context.Background()
+			rs := []wamux.Receipt{
+				rcpt("acc1", "w1", wamux.ReceiptSent, 1), rcpt("acc1", "w1", wamux.ReceiptDelivered, 2),
+				rcpt("acc2", "w2", wamux.ReceiptRead, 3), rcpt("acc2", "w3", wamux.ReceiptSent, 4),
+			}
+			if _, err := st.AppendReceiptLog(ctx, rs); err != nil {
+				t.Fatal(err)
+			}
+			// The crash came after L3 stored these, before the merge.
+			if _, err := st.InsertReceipts(ctx, rs[1:3]); err != nil {
+				t.Fatal(err)
+			}
+			p := startPipeline(t, receipts.Config{Store: st})
+			checkStates(t, st, expected(rs))
+			left, err := st.ListReceiptLog(ctx, 0, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(left) != 0 {
+				t.Fatalf("log still holds %d entries after recovery", len(left))
+			}
+			ingest(t, p, rcpt("acc1", "w1", wamux.ReceiptRead, 5))
+			flush(t, p)
+			checkStates(t, st, expected(append(rs, rcpt("acc1", "w1", wamux.ReceiptRead, 5))))
+		})
+	}
+}
+
+// TestLateReceiptAudited: a stronger receipt whose event precedes the state
+// it would replace, arriving after the late window, goes to the audit
+// table and leaves the state alone; inside the window it applies.
+func TestLateReceiptAudited(t *testing.T) {
+	st := openSQLite(t)
+	clock := &fakeClock{t: base}
+	set, err := settings.Load(context.Background(), st, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startPipeline(t, receipts.Config{Store: st, Now: clock.Now, Settings: set})
+	ingest(t, p, rcpt("acc1", "w1", wamux.ReceiptSent, 100), rcpt("acc1", "w2", wamux.ReceiptSent, 100))
+	flush(t, p)
+	clock.Advance(time.Minute) // inside the 5 min window
+	ingest(t, p, rcpt("acc1", "w1", wamux.ReceiptDelivered, 50))
+	flush(t, p)
+	clock.Advance(10 * time.Minute) // w2's state has stood past the window
+	late := rcpt("acc1", "w2", wamux.ReceiptDelivered, 50)
+	ingest(t, p, late)
+	flush(t, p)
+
+	checkStates(t, st, map[store.StateKey]wamux.Receipt{
+		{AccountID: "acc1", MessageID: "w1"}: rcpt("acc1", "w1", wamux.ReceiptDelivered, 50),
+		{AccountID: "acc1", MessageID: "w2"}: rcpt("acc1", "w2", wamux.ReceiptSent, 100),
+	})
+	audit, err := st.ListLateReceipts(context.Background(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(audit) != 1 || audit[0].MessageID != "w2" || audit[0].Type != wamux.ReceiptDelivered || audit[0].Reason != receipts.LateReason {
+		t.Fatalf("audit = %+v, want the late delivered of w2", audit)
+	}
+	if s := p.Stats(); s.Late != 1 || s.Applied != 3 {
+		t.Fatalf("stats = %+v, want 1 late, 3 applied", s)
+	}
+}
+
+// TestResolvesMessages: statuses move outbound messages forward, adopt a
+// wamid through the callback data of an unknown send, fail a message on a
+// permanent code with its reason, and a status of a message not known yet
+// is kept as merged state with the status the dispatcher will apply.
+func TestResolvesMessages(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			st := b.open(t)
+			ctx := context.Background()
+			msg := func(id string, status wamux.Status, wamid string) {
+				m := wamux.Message{ID: id, BizType: "otp", AccountID: "acc1", To: "+491", Type: "text",
+					Payload: []byte(`{"body":"x"}`), ContentHash: id, Status: wamux.StatusQueued}
+				if _, err := st.InsertMessages(ctx, []wamux.Message{m}); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := st.UpdateMessage(ctx, store.MessageUpdate{MsgID: id, Status: status, WAMID: wamid}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			msg("m-accepted", wamux.StatusAccepted, "w1")
+			msg("m-unknown", wamux.StatusUnknown, "")
+			msg("m-perm", wamux.StatusSent, "w3")
+			msg("m-read", wamux.StatusRead, "w4")
+			msg("m-unknown2", wamux.StatusUnknown, "")
+
+			p := startPipeline(t, receipts.Config{Store: st})
+			adopt := rcpt("acc1", "w2", wamux.ReceiptSent, 2)
+			adopt.CallbackData = "m-unknown"
+			perm := rcpt("acc1", "w3", wamux.ReceiptFailed, 3)
+			perm.ErrorCode, perm.ErrorTitle = 131049, "healthy ecosystem engagement"
+			transientFail := rcpt("acc1", "w6", wamux.ReceiptFailed, 3)
+			transientFail.ErrorCode, transientFail.CallbackData = 131000, "m-unknown2"
+			ingest(t, p,
+				rcpt("acc1", "w1", wamux.ReceiptDelivered, 1),
+				adopt, perm, transientFail,
+				rcpt("acc1", "w4", wamux.ReceiptSent, 4), // older than read: no regression
+				rcpt("acc1", "w5", wamux.ReceiptRead, 5), // no message yet
+			)
+			flush(t, p)
+
+			want := map[string]struct {
+				status wamux.Status
+				wamid  string
+				errHas string
+			}{
+				"m-accepted": {wamux.StatusDelivered, "w1", ""},
+				"m-unknown":  {wamux.StatusSent, "w2", ""},
+				"m-perm":     {wamux.StatusFailed, "w3", "131049"},
+				"m-read":     {wamux.StatusRead, "w4", ""},
+				"m-unknown2": {wamux.StatusAccepted, "w6", "131000"},
+			}
+			for id, w := range want {
+				m, err := st.GetMessage(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m.Status != w.status || m.WAMID != w.wamid || !strings.Contains(m.LastError, w.errHas) {
+					t.Errorf("%s = %s wamid %q last_error %q, want %s wamid %q error with %q", id, m.Status, m.WAMID, m.LastError,
+						w.status, w.wamid, w.errHas)
+				}
+			}
+			states, err := st.GetStates(ctx, []store.StateKey{{AccountID: "acc1", MessageID: "w5"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, ok := states[store.StateKey{AccountID: "acc1", MessageID: "w5"}]
+			if !ok {
+				t.Fatal("the status of a message not known yet was not kept")
+			}
+			if got, _ := receipts.MessageStatusFor(s); got != wamux.StatusRead {
+				t.Fatalf("MessageStatusFor(kept state) = %q, want read", got)
+			}
+		})
+	}
+}
+
+func TestMessageStatusFor(t *testing.T) {
+	for _, c := range []struct {
+		typ    wamux.ReceiptType
+		code   int
+		want   wamux.Status
+		reason bool
+	}{
+		{wamux.ReceiptSent, 0, wamux.StatusSent, false},
+		{wamux.ReceiptDelivered, 0, wamux.StatusDelivered, false},
+		{wamux.ReceiptRead, 0, wamux.StatusRead, false},
+		{wamux.ReceiptFailed, 131049, wamux.StatusFailed, true},
+		{wamux.ReceiptFailed, 132001, wamux.StatusFailed, true},
+		{wamux.ReceiptFailed, 131000, wamux.StatusAccepted, true},
+		{"played", 0, "", false},
+	} {
+		got, reason := receipts.MessageStatusFor(store.MessageState{Type: c.typ, ErrorCode: c.code})
+		if got != c.want || (reason != "") != c.reason {
+			t.Errorf("MessageStatusFor(%s, %d) = %q, %q; want %q, reason %v", c.typ, c.code, got, reason, c.want, c.reason)
+		}
+	}
+}
+
+// TestSwitchesWithoutRestart: with apply_state off receipts are accepted
+// and kept in the log but not merged; switching it on merges them. With
+// Bloom off, repeats are found by the store.
+func TestSwitchesWithoutRestart(t *testing.T) {
+	st := openSQLite(t)
+	ctx := context.Background()
+	set, err := settings.Load(ctx, st, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startPipeline(t, receipts.Config{Store: st, Settings: set, LRU: receipts.LRUConfig{PerAccount: 1}})
+	if _, err := set.Update(ctx, map[string]string{"apply_state": "false", "bloom": "false"}); err != nil {
+		t.Fatal(err)
+	}
+	rs := []wamux.Receipt{rcpt("acc1", "w1", wamux.ReceiptSent, 1), rcpt("acc1", "w2", wamux.ReceiptRead, 2)}
+	if res := ingest(t, p, rs...); res.Accepted != 2 {
+		t.Fatalf("accepted %d, want 2", res.Accepted)
+	}
+	logged, err := st.ListReceiptLog(ctx, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(logged) != 2 {
+		t.Fatalf("log holds %d, want the 2 receipts waiting", len(logged))
+	}
+	if s := p.Stats(); s.Processed != 0 {
+		t.Fatalf("processed %d while apply_state is off", s.Processed)
+	}
+	if _, err := set.Update(ctx, map[string]string{"apply_state": "true"}); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, p)
+	checkStates(t, st, expected(rs))
+
+	ingest(t, p, rs[0]) // the 1-entry LRU forgot it: the store finds it
+	flush(t, p)
+	if s := p.Stats(); s.DedupStore != 1 || s.DedupBloom != 0 {
+		t.Fatalf("dedup store=%d bloom=%d, want the repeat found by the store with Bloom off", s.DedupStore, s.DedupBloom)
+	}
+}
+
+// flakyStore fails InsertReceipts with an infrastructure error a number
+// of times, and refuses any batch holding the message "poison" as invalid:
+// real store underneath, faults injected at its edge.
+type flakyStore struct {
+	store.Store
+	failures atomic.Int32
+}
+
+func (f *flakyStore) InsertReceipts(ctx context.Context, rs []wamux.Receipt) ([]bool, error) {
+	if f.failures.Add(-1) >= 0 {
+		return nil, errors.New("disk I/O error")
+	}
+	for _, r := range rs {
+		if r.MessageID == "poison" {
+			return nil, wamux.Errorf(wamux.EInvalid, "receipt %q cannot be stored", r.MessageID)
+		}
+	}
+	return f.Store.InsertReceipts(ctx, rs)
+}
+
+// TestFailures: transient store errors are retried and lose nothing,
+// even beyond the bounded retry (the batch stays in the log and is read
+// back); poison is dead-lettered with its reason and blocks nothing.
+func TestFailures(t *testing.T) {
+	st := openSQLite(t)
+	f := &flakyStore{Store: st}
+	f.failures.Store(4) // more than Attempts: one batch goes back to the log
+	p := startPipeline(t, receipts.Config{Store: f, Retry: receipts.RetryConfig{Attempts: 3, Base: time.Millisecond, Max: 5 * time.Millisecond}})
+	good := []wamux.Receipt{rcpt("acc1", "w1", wamux.ReceiptSent, 1), rcpt("acc1", "w2", wamux.ReceiptDelivered, 2)}
+	ingest(t, p, append(good, rcpt("acc1", "poison", wamux.ReceiptRead, 3))...)
+	flush(t, p)
+	checkStored(t, st, good)
+	checkStates(t, st, expected(good))
+	dead, err := st.ListDeadLetters(context.Background(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dead) != 1 || !strings.Contains(string(dead[0].Payload), "poison") || !strings.Contains(dead[0].Reason, "cannot be stored") {
+		t.Fatalf("dead letters = %+v, want the poison receipt with its reason", dead)
+	}
+	if s := p.Stats(); s.Retries < 3 || s.DeadLetters != 1 {
+		t.Fatalf("stats = %+v, want retries and one dead letter", s)
+	}
+}
+
+// TestIngestRejectsInvalid: a receipt that does not normalize fails the
+// whole call and stores nothing.
+func TestIngestRejectsInvalid(t *testing.T) {
+	st := openSQLite(t)
+	p := startPipeline(t, receipts.Config{Store: st})
+	for name, r := range map[string]wamux.Receipt{
+		"no message id": {AccountID: "a", Type: wamux.ReceiptSent, EventTime: base},
+		"no account":    {MessageID: "w", Type: wamux.ReceiptSent, EventTime: base},
+		"bad type":      {AccountID: "a", MessageID: "w", Type: "played", EventTime: base},
+		"no time":       {AccountID: "a", MessageID: "w", Type: wamux.ReceiptSent},
+	} {
+		_, err := p.Ingest(context.Background(), "agent", []wamux.Receipt{rcpt("a", "ok", wamux.ReceiptSent, 1), r})
+		if wamux.ErrorCode(err) != wamux.EInvalid {
+			t.Errorf("%s: err = %v, want invalid", name, err)
+		}
+	}
+	logged, err := st.ListReceiptLog(context.Background(), 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(logged) != 0 || p.Stats().Appended != 0 {
+		t.Fatalf("invalid calls stored %d receipts", len(logged))
+	}
+	if res := ingest(t, p, rcpt("a", "w", wamux.ReceiptSent, 1), rcpt("a", "w", wamux.ReceiptSent, 1)); res.Accepted != 1 || res.Duplicates != 1 {
+		t.Fatalf("result = %+v, want 1 accepted, 1 duplicate", res)
+	}
+	if res := ingest(t, p, rcpt("a", "w", wamux.ReceiptSent, 1)); res.Accepted != 0 || res.Duplicates != 1 {
+		t.Fatalf("repeat result = %+v, want an L1 duplicate", res)
+	}
+}

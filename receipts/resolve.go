@@ -1,0 +1,239 @@
+package receipts
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/provider/cloudapi"
+	"github.com/wamux/wamux/store"
+)
+
+// MessageStatusFor maps the merged status of a provider message to the
+// status its outbound message should have, and the last error to record
+// with it. The pipeline applies it when a status arrives; the dispatcher
+// applies it when it records the wamid of an accepted send, because a
+// status may arrive before the send's response does (the state is stored
+// anyway, keyed by account and wamid, and waits there). Keeping the mapping
+// here means both sides agree.
+//
+//   - sent, delivered, read → the same message status;
+//   - failed with a permanent error code (the send classification's table:
+//     undeliverable, opted out, template problems, …) → failed, with the
+//     reason;
+//   - failed with any other code proves only that the provider accepted
+//     the message → accepted, with the reason as last error (this still
+//     resolves an unknown outcome: the message must not be resent);
+//   - anything else → "" (nothing to apply).
+func MessageStatusFor(state store.MessageState) (wamux.Status, string) {
+	return statusFor(state, "")
+}
+
+func statusFor(state store.MessageState, title string) (wamux.Status, string) {
+	switch state.Type {
+	case wamux.ReceiptSent:
+		return wamux.StatusSent, ""
+	case wamux.ReceiptDelivered:
+		return wamux.StatusDelivered, ""
+	case wamux.ReceiptRead:
+		return wamux.StatusRead, ""
+	case wamux.ReceiptFailed:
+		reason := FailureReason(state.ErrorCode, title)
+		if PermanentCode(state.ErrorCode) {
+			return wamux.StatusFailed, reason
+		}
+		return wamux.StatusAccepted, reason
+	}
+	return "", ""
+}
+
+// FailureReason is the last error recorded for a failed status.
+func FailureReason(code int, title string) string {
+	if title == "" {
+		return "provider reported failure (code " + strconv.Itoa(code) + ")"
+	}
+	return "provider reported failure (code " + strconv.Itoa(code) + "): " + title
+}
+
+// PermanentCode reports whether a Meta error code on a failed status means
+// the message will never be delivered as it is. It asks the send
+// classification (provider/cloudapi), so a code has one meaning whether it
+// comes back from a send or in a webhook.
+func PermanentCode(code int) bool {
+	body, _ := json.Marshal(map[string]any{"error": map[string]any{"code": code}})
+	return cloudapi.Classify(http.StatusBadRequest, body, nil, nil).Outcome == cloudapi.Permanent
+}
+
+// forwardFrom lists the message statuses a status may replace: statuses
+// only move forward (accepted < sent < delivered < read), failed replaces
+// accepted and sent but never delivered or read, and a message whose send
+// is still unanswered (sending) or ambiguous (unknown) is resolved by any
+// status, since a status proves the provider accepted it.
+func forwardFrom(target wamux.Status) []wamux.Status {
+	pending := []wamux.Status{wamux.StatusSending, wamux.StatusUnknown}
+	switch target {
+	case wamux.StatusAccepted:
+		return pending
+	case wamux.StatusSent:
+		return append(pending, wamux.StatusAccepted)
+	case wamux.StatusFailed:
+		return append(pending, wamux.StatusAccepted, wamux.StatusSent)
+	case wamux.StatusDelivered:
+		// delivered is proof of arrival and beats an earlier failed.
+		return append(pending, wamux.StatusAccepted, wamux.StatusSent, wamux.StatusFailed)
+	case wamux.StatusRead:
+		return append(pending, wamux.StatusAccepted, wamux.StatusSent, wamux.StatusFailed, wamux.StatusDelivered)
+	}
+	return nil
+}
+
+// resolution is one provider message whose merged state a batch changed.
+type resolution struct {
+	state   store.MessageState
+	receipt wamux.Receipt // the receipt that set state
+	// callback is the biz_opaque_callback_data one of its receipts
+	// carried: our msg_id, when we sent it.
+	callback string
+}
+
+// resolveConcurrency bounds the message updates in flight per batch; they
+// share the store's group commit.
+const resolveConcurrency = 16
+
+// resolve moves the outbound messages behind changed states forward. A
+// message is found by wamid or, when its wamid is not known yet, by the
+// callback data naming a message still sending or unknown (it adopts the
+// wamid: this is how an ambiguous send learns it was accepted and is not
+// resent). A state with no message yet is left in the store for the
+// dispatcher to read when it records the wamid.
+func (p *Pipeline) resolve(ctx context.Context, rs []resolution) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	wamids := make([]string, 0, len(rs))
+	var cbs []string
+	for _, r := range rs {
+		wamids = append(wamids, r.state.MessageID)
+		if r.callback != "" {
+			cbs = append(cbs, r.callback)
+		}
+	}
+	var msgs []wamux.Message
+	if err := p.retry(ctx, "find messages", func(ctx context.Context) error {
+		var err error
+		msgs, err = p.st.FindMessages(ctx, wamids, cbs)
+		return err
+	}); err != nil {
+		return err
+	}
+	byWAMID := make(map[string]wamux.Message, len(msgs))
+	byID := make(map[string]wamux.Message, len(msgs))
+	for _, m := range msgs {
+		if m.WAMID != "" {
+			byWAMID[m.WAMID] = m
+		}
+		byID[m.ID] = m
+	}
+	var updates []store.MessageUpdate
+	var srcs []resolution
+	for _, r := range rs {
+		target, reason := statusFor(r.state, r.receipt.ErrorTitle)
+		if target == "" {
+			continue
+		}
+		m, ok := byWAMID[r.state.MessageID]
+		adopt := false
+		if !ok && r.callback != "" {
+			if c, found := byID[r.callback]; found && c.WAMID == "" && c.AccountID == r.state.AccountID &&
+				(c.Status == wamux.StatusUnknown || c.Status == wamux.StatusSending) {
+				m, ok, adopt = c, true, true
+			}
+		}
+		if !ok {
+			p.m.resolved.WithLabelValues("unmatched").Inc()
+			continue
+		}
+		from := forwardFrom(target)
+		if !slices.Contains(from, m.Status) {
+			p.m.resolved.WithLabelValues("stale").Inc()
+			continue
+		}
+		u := store.MessageUpdate{MsgID: m.ID, From: from, Status: target}
+		if adopt {
+			u.WAMID = r.state.MessageID
+		}
+		if reason != "" {
+			u.LastError = &reason
+		}
+		updates = append(updates, u)
+		srcs = append(srcs, r)
+	}
+	return p.applyUpdates(ctx, updates, srcs)
+}
+
+// applyUpdates runs the compare-and-set updates concurrently so that they
+// share commits. A wamid already held by another message is poison: it is
+// dead-lettered, not retried.
+func (p *Pipeline) applyUpdates(ctx context.Context, updates []store.MessageUpdate, srcs []resolution) error {
+	if len(updates) == 0 {
+		return nil
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+		dead  []store.DeadLetter
+	)
+	sem := make(chan struct{}, resolveConcurrency)
+	for i := range updates {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			u := updates[i]
+			var ok bool
+			err := p.retry(ctx, "update message", func(ctx context.Context) error {
+				var err error
+				ok, err = p.st.UpdateMessage(ctx, u)
+				return err
+			})
+			result := "stale"
+			switch code := wamux.ErrorCode(err); {
+			case err == nil && ok && u.WAMID != "":
+				result = "adopted"
+			case err == nil && ok:
+				result = "advanced"
+			case err == nil, code == wamux.ENotFound:
+			case code == wamux.EConflict:
+				payload, _ := json.Marshal(map[string]any{"msg_id": u.MsgID, "wamid": srcs[i].state.MessageID, "status": u.Status})
+				mu.Lock()
+				dead = append(dead, store.DeadLetter{Source: srcs[i].receipt.Source, AccountID: srcs[i].state.AccountID,
+					Reason: "wamid_conflict: the status's wamid belongs to another message", Payload: payload})
+				mu.Unlock()
+				result = "conflict"
+			default:
+				mu.Lock()
+				if first == nil {
+					first = fmt.Errorf("receipts: update message: %w", err)
+				}
+				mu.Unlock()
+				result = "error"
+			}
+			p.m.resolved.WithLabelValues(result).Inc()
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	if len(dead) > 0 {
+		return p.deadLetter(ctx, "wamid_conflict", dead)
+	}
+	return nil
+}
