@@ -3,6 +3,7 @@ package sim
 import (
 	"encoding/json"
 	"os"
+	"reflect"
 	"testing"
 	"unicode/utf8"
 )
@@ -19,8 +20,21 @@ func FuzzParseSend(f *testing.F) {
 	f.Add([]byte(`{"messaging_product":"whatsapp","to":"1","contacts":[]}`))
 	f.Add([]byte(`{"messaging_product":"whatsapp","to":"15550001111","type":"reaction","reaction":{"message_id":"w","emoji":"x"}}`))
 	f.Add([]byte(`null`))
+	f.Add([]byte(`{"messaging_product":"whatsapp","to":"15550001111","type":"text","text":{"body":"h\u00e9","preview_url":true},"biz_opaque_callback_data":"m"}`))
+	f.Add([]byte(`{"messaging_product":"whatsapp","to":"15550001111","text":{"body":"x"},"to":"15550002222"}`))
+	f.Add([]byte(` {"messaging_product" : "whatsapp" , "to":"15550001111","recipient_type":"individual","text":{"preview_url":false,"body":"Ã©"}} `))
 	f.Add([]byte(`{"text":{"body":null}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
+		// The reflection-free path must decode exactly as encoding/json.
+		if fast, ok := decodeTextFast(body); ok {
+			var slow sendRequest
+			if err := json.Unmarshal(body, &slow); err != nil {
+				t.Fatalf("fast path accepted what encoding/json rejects (%v): %q", err, body)
+			}
+			if !reflect.DeepEqual(*fast, slow) {
+				t.Fatalf("fast %+v, encoding/json %+v for %q", *fast, slow, body)
+			}
+		}
 		req, e := parseSend(body)
 		if (req == nil) == (e == nil) {
 			t.Fatalf("want exactly one of request and error, got %v and %v", req, e)
@@ -42,4 +56,19 @@ func FuzzParseSend(f *testing.F) {
 			t.Fatalf("accepted an invalid request %+v from %q", req, body)
 		}
 	})
+}
+
+// TestFastPathTaken makes sure the common bodies do take the fast path,
+// so the benchmark measures what it claims to.
+func TestFastPathTaken(t *testing.T) {
+	b, err := os.ReadFile("testdata/reference/request_text.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := decodeTextFast(b); !ok {
+		t.Fatal("reference text request missed the fast path")
+	}
+	if _, ok := decodeTextFast([]byte(`{"messaging_product":"whatsapp","to":"1","type":"template","template":{}}`)); ok {
+		t.Fatal("template took the text fast path")
+	}
 }

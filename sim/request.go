@@ -37,9 +37,9 @@ const (
 // the parameter at fault. On success the request's To, Type and callback
 // data are safe to record.
 func parseSend(body []byte) (*sendRequest, *apiError) {
-	var r sendRequest
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, badParam("Invalid parameter", "Request body is not a valid JSON object.")
+	r, e := decodeSend(body)
+	if e != nil {
+		return nil, e
 	}
 	if r.MessagingProduct == nil || *r.MessagingProduct == "" {
 		return nil, badParam("The parameter messaging_product is required.", "")
@@ -66,7 +66,7 @@ func parseSend(body []byte) (*sendRequest, *apiError) {
 		if e != nil {
 			return nil, e
 		}
-		return &r, nil
+		return r, nil
 	}
 	obj, ok := r.object()
 	if !ok {
@@ -77,6 +77,19 @@ func parseSend(body []byte) (*sendRequest, *apiError) {
 	}
 	if e := checkObject(r.Type, obj); e != nil {
 		return nil, e
+	}
+	return r, nil
+}
+
+// decodeSend decodes a send body, taking the reflection-free path for
+// plain text messages.
+func decodeSend(body []byte) (*sendRequest, *apiError) {
+	if r, ok := decodeTextFast(body); ok {
+		return r, nil
+	}
+	var r sendRequest
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, badParam("Invalid parameter", "Request body is not a valid JSON object.")
 	}
 	return &r, nil
 }
