@@ -1,0 +1,92 @@
+package agent
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestBackoffDelay(t *testing.T) {
+	t.Parallel()
+	const base, limit = 100 * time.Millisecond, time.Second
+	for _, tc := range []struct {
+		n    int
+		rnd  float64
+		want time.Duration
+	}{
+		{0, 0, 0},
+		{0, 0.5, 50 * time.Millisecond},
+		{1, 0.5, 100 * time.Millisecond},
+		{3, 0.5, 400 * time.Millisecond},
+		{4, 0.5, 500 * time.Millisecond}, // 1.6 s capped to 1 s
+		{4, 0.999, 999 * time.Millisecond},
+		{1000, 0.5, 500 * time.Millisecond}, // no overflow however long it goes on
+	} {
+		if got := backoffDelay(base, limit, tc.n, tc.rnd); got != tc.want {
+			t.Errorf("backoffDelay(n=%d, rnd=%v) = %s, want %s", tc.n, tc.rnd, got, tc.want)
+		}
+	}
+}
+
+// recordingClock fires every After at once and remembers what was asked,
+// so the test sees the backoff schedule without waiting for it.
+type recordingClock struct {
+	mu     sync.Mutex
+	delays []time.Duration
+}
+
+func (c *recordingClock) Now() time.Time { return time.Unix(1_764_000_000, 0) }
+
+func (c *recordingClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	c.delays = append(c.delays, d)
+	c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	ch <- c.Now()
+	return ch
+}
+
+func TestBackoffGrowsAndIsCapped(t *testing.T) {
+	t.Parallel()
+	const fails = 16
+	const base, limit = 10 * time.Millisecond, 80 * time.Millisecond
+	g := newGateway(t)
+	script := make([]gwMode, fails)
+	for i := range script {
+		script[i] = gwFail
+	}
+	g.setMode(gwOK, script...)
+	clock := &recordingClock{}
+	a := newTestAgent(t, g, t.TempDir(), func(c *Config) {
+		c.BackoffBase, c.BackoffCap, c.Clock = base, limit, clock
+	})
+	rs := testReceipts("backoff", 3)
+	reportAll(t, a, rs)
+	closeAgent(t, a)
+	g.wantStored(t, rs)
+
+	clock.mu.Lock()
+	delays := clock.delays
+	clock.mu.Unlock()
+	if len(delays) != fails {
+		t.Fatalf("%d backoff waits, want %d", len(delays), fails)
+	}
+	var late time.Duration
+	for n, d := range delays {
+		ceil := min(base<<n, limit)
+		if d < 0 || d >= ceil {
+			t.Errorf("wait %d = %s, want in [0, %s)", n, d, ceil)
+		}
+		if n >= 4 {
+			late = max(late, d)
+		}
+	}
+	// Twelve waits drawn from [0, 80 ms): that none exceeds 20 ms has
+	// probability 4⁻¹², so this shows the schedule grew past its start.
+	if late <= 2*base {
+		t.Errorf("late waits all at most %s: the backoff did not grow (%v)", late, delays)
+	}
+	if st := a.Stats(); st.Retries != fails {
+		t.Errorf("Retries = %d, want %d", st.Retries, fails)
+	}
+}

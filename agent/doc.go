@@ -1,0 +1,38 @@
+// Package agent is the client side of POST /v1/receipts:batch: a library
+// for account agents that report WhatsApp status receipts to the gateway
+// themselves instead of through Meta's webhook.
+//
+// The agent never loses a receipt it has accepted. Report returns only once
+// the receipt is fsynced into an append-only spool on local disk; a
+// background loop batches spooled receipts (every FlushInterval or
+// FlushEvents receipts, whichever comes first), posts them, and only a 2xx
+// from the gateway moves the durable ack mark past them. A weak network,
+// a gateway outage or a kill -9 therefore costs time, never data: a new
+// Agent on the same SpoolDir re-sends everything that was not acked.
+//
+// Delivery is at least once. A batch whose ack was lost is sent again; the
+// gateway deduplicates on (message_id, account_id, type), so the repeat is
+// counted as a duplicate there and changes nothing. To keep such repeats
+// rare in normal operation the agent also drops, before spooling, any
+// receipt whose (message_id, type) it reported recently (an LRU of LRUSize
+// ids).
+//
+// # Spool layout
+//
+// SpoolDir holds segment files named after the sequence number of their
+// first record ("00000000000000000001.seg"), an "ack" file with the highest
+// acknowledged sequence number, a "lock" file that keeps a second agent out
+// of the directory, and "deadletter.jsonl" for batches the gateway rejected
+// for good (a 4xx other than 408 and 429).
+//
+// A segment is a sequence of records:
+//
+//	uint32 big-endian  payload length (1…8192)
+//	uint32 big-endian  CRC-32C (Castagnoli) of the payload
+//	payload            JSON: {"seq","message_id","type","event_time","version"?}
+//
+// A crash can leave the last record of a segment torn; the CRC and the
+// length tell it apart from a whole record, and it is skipped with a
+// warning. Such a record was never acknowledged to the caller: Report had
+// not returned.
+package agent

@@ -1,0 +1,127 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+)
+
+// run is the one loop that delivers the spool: it wakes every
+// FlushInterval, or early when FlushEvents receipts wait, sends everything
+// durable in batches of up to MaxBatch, and retries each batch until the
+// gateway acknowledges it. One batch is in flight at a time, so acks arrive
+// in spool order and one number (the ack mark) says what is done.
+func (a *Agent) run(ctx context.Context) {
+	defer close(a.done)
+	tick := time.NewTicker(a.cfg.FlushInterval)
+	defer tick.Stop()
+	var cur cursor
+	for {
+		draining := false
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.kick:
+			if a.unflushed.Load() < int64(a.cfg.FlushEvents) {
+				continue // stale: the batch that raised it is already sent
+			}
+		case <-tick.C:
+		case <-a.drain:
+			draining = true
+		}
+		empty := a.flush(ctx, &cur, draining)
+		if draining {
+			a.drained.Store(empty)
+			return
+		}
+	}
+}
+
+// flush sends the durable receipts in batches. After the first batch it
+// goes on only while a full FlushEvents batch waits (or everything is to
+// be drained), so a trickle of reports is gathered for FlushInterval
+// instead of chased one small request at a time. It returns true when it
+// stopped because nothing durable was left to send.
+func (a *Agent) flush(ctx context.Context, cur *cursor, drain bool) bool {
+	for first := true; ; first = false {
+		if !first && !drain && a.unflushed.Load() < int64(a.cfg.FlushEvents) {
+			return false
+		}
+		recs, next, err := a.spool.read(*cur, a.cfg.MaxBatch)
+		if err != nil {
+			a.cfg.Logger.Error("agent: read spool", "err", err)
+			return false
+		}
+		if len(recs) == 0 {
+			*cur = next
+			return true
+		}
+		if !a.deliver(ctx, recs) {
+			return false
+		}
+		*cur = next
+		a.unflushed.Add(-int64(len(recs)))
+	}
+}
+
+// deliver sends recs until the gateway takes them (or rejects them for
+// good, and they are dead-lettered); false means ctx ended first.
+func (a *Agent) deliver(ctx context.Context, recs []record) bool {
+	log := a.cfg.Logger.With("account_id", a.cfg.AccountID, "receipts", len(recs))
+	for n := 0; ; n++ {
+		at := a.post(ctx, recs)
+		a.stats.sent.Add(uint64(len(recs)))
+		switch at.verdict {
+		case verdictAcked:
+			if at.err != nil {
+				log.Warn("agent: gateway acknowledged with an unreadable answer", "status", at.status, "err", at.err)
+			}
+			a.stats.accepted.Add(uint64(at.accepted))
+			a.stats.duplicates.Add(uint64(at.duplicates))
+			a.stats.acked.Add(uint64(len(recs)))
+			a.markAcked(log, recs)
+			return true
+		case verdictReject:
+			log.Error("agent: gateway rejected a batch; writing it to the dead-letter file",
+				"status", at.status, "code", at.code, "message", at.message, "err", at.err)
+			err := writeDeadLetter(a.cfg.SpoolDir, deadLetter{
+				Time: a.cfg.Clock.Now().UTC(), Status: at.status, Code: at.code, Message: at.message,
+				AccountID: a.cfg.AccountID, Receipts: recs,
+			})
+			if err == nil {
+				a.stats.deadLettered.Add(uint64(len(recs)))
+				a.markAcked(log, recs)
+				return true
+			}
+			// Not dropped until it is safe somewhere: keep it spooled and
+			// try the whole thing again after a backoff.
+			log.Error("agent: keeping the rejected batch spooled", "err", err)
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		a.stats.retries.Add(1)
+		d := backoffDelay(a.cfg.BackoffBase, a.cfg.BackoffCap, n, rand.Float64())
+		if at.retryAfter > d {
+			d = min(at.retryAfter, a.cfg.BackoffCap)
+		}
+		if at.verdict == verdictRetry {
+			log.Warn("agent: batch not acknowledged, retrying", "attempt", n+1, "status", at.status,
+				"code", at.code, "delay", d, "err", at.err)
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-a.cfg.Clock.After(d):
+		}
+	}
+}
+
+// markAcked moves the durable ack mark past recs. If that fails the batch
+// is sent again after a restart, which the gateway's dedup absorbs.
+func (a *Agent) markAcked(log *slog.Logger, recs []record) {
+	if err := a.spool.ack(recs[len(recs)-1].Seq); err != nil {
+		log.Error("agent: record ack in spool", "err", err)
+	}
+}
