@@ -40,3 +40,14 @@ func TestGCRABound(t *testing.T) {
 		t.Fatalf("%d conformed in 1 s, want 14", n)
 	}
 }
+
+func TestValidVersion(t *testing.T) {
+	for v, want := range map[string]bool{
+		"v24.0": true, "v3.2": true, "v21": true, "v100.10": true,
+		"": false, "v": false, "24.0": false, "v24.": false, "v24.0.1": false, "vx.0": false, "v1234.0": false, "V24.0": false,
+	} {
+		if got := validVersion(v); got != want {
+			t.Errorf("validVersion(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
