@@ -108,8 +108,9 @@ loop:
 			}
 			rng.Shuffle(len(window), func(x, y int) { window[x], window[y] = window[y], window[x] })
 			batch = append(batch, window...)
-			// Client retries: repeat a few messages; they must be duplicates.
-			for k := 0; k < len(window)/10; k++ {
+			// Client retries: repeat about one message in ten (at least one
+			// per non-empty window); they must come back as duplicates.
+			for k := 0; k < (len(window)+9)/10; k++ {
 				batch = append(batch, window[rng.IntN(len(window))])
 			}
 		}

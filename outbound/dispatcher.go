@@ -122,6 +122,9 @@ func New(cfg Config) (*Dispatcher, error) {
 		workers:  make(map[string]*worker),
 		accounts: make(map[string]wamux.Account),
 	}
+	if err := cfg.Registry.Register(newLimitCollector(d)); err != nil {
+		return nil, fmt.Errorf("register outbound metrics: %w", err)
+	}
 	cfg.Settings.OnChange(d.settingsChanged)
 	return d, nil
 }

@@ -1,6 +1,7 @@
 package outbound
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,8 +18,6 @@ type metrics struct {
 	throttled     *prometheus.CounterVec
 	cooldowns     *prometheus.CounterVec
 	queueDepth    *prometheus.GaugeVec
-	tokens        *prometheus.GaugeVec
-	utilization   *prometheus.GaugeVec
 	seqWaiting    *prometheus.GaugeVec
 	seqWait       prometheus.Histogram
 	gapsSkipped   *prometheus.CounterVec
@@ -26,6 +25,10 @@ type metrics struct {
 	shed          *prometheus.CounterVec
 	acceptLatency *prometheus.HistogramVec
 	reroutes      *prometheus.CounterVec
+	// unknownOutcomes and accountState feed the "unknown-outcome backlog"
+	// and "account disabled" alerts in deploy/.
+	unknownOutcomes *prometheus.GaugeVec
+	accountState    *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -54,12 +57,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		queueDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "wamux_queue_depth", Help: "Messages queued per account and priority.",
 		}, []string{"account", "priority"}),
-		tokens: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "wamux_account_tokens", Help: "Tokens in the account's bucket.",
-		}, []string{"account"}),
-		utilization: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "wamux_account_effective_rate_ratio", Help: "Effective (adaptive) rate divided by the configured rate.",
-		}, []string{"account"}),
 		seqWaiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "wamux_seq_waiting", Help: "Messages waiting for a missing client_seq predecessor.",
 		}, []string{"account"}),
@@ -83,13 +80,58 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		reroutes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wamux_recipient_reroutes_total", Help: "Recipients assigned to an account, by reason (first, owner_unavailable).",
 		}, []string{"reason"}),
+		unknownOutcomes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "wamux_unknown_outcomes", Help: "Messages whose provider outcome is unknown, waiting for compensation, by account.",
+		}, []string{"account"}),
+		accountState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "wamux_account_state", Help: "1 for the account's current state (active, cooldown, disabled), 0 for the others.",
+		}, []string{"account", "state"}),
 	}
 	for _, c := range []prometheus.Collector{m.submitted, m.duplicates, m.sends, m.retries, m.resends, m.throttled,
-		m.cooldowns, m.queueDepth, m.tokens, m.utilization, m.seqWaiting, m.seqWait, m.gapsSkipped, m.held, m.shed,
-		m.acceptLatency, m.reroutes} {
+		m.cooldowns, m.queueDepth, m.seqWaiting, m.seqWait, m.gapsSkipped, m.held, m.shed,
+		m.acceptLatency, m.reroutes, m.unknownOutcomes, m.accountState} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register outbound metrics: %w", err)
 		}
 	}
 	return m, nil
+}
+
+// limitCollector reports each account's bucket and adaptive rate when
+// scraped: both change with time alone, so a gauge set by the worker loop
+// would go stale while an account is idle.
+type limitCollector struct {
+	d             *Dispatcher
+	tokens, ratio *prometheus.Desc
+}
+
+func newLimitCollector(d *Dispatcher) *limitCollector {
+	return &limitCollector{
+		d:      d,
+		tokens: prometheus.NewDesc("wamux_account_tokens", "Tokens in the account's bucket.", []string{"account"}, nil),
+		ratio: prometheus.NewDesc("wamux_account_effective_rate_ratio",
+			"Effective (adaptive) rate divided by the configured rate.", []string{"account"}, nil),
+	}
+}
+
+func (c *limitCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.tokens
+	ch <- c.ratio
+}
+
+func (c *limitCollector) Collect(ch chan<- prometheus.Metric) {
+	c.d.mu.Lock()
+	ids := make([]string, 0, len(c.d.workers))
+	for id := range c.d.workers {
+		ids = append(ids, id)
+	}
+	c.d.mu.Unlock()
+	for _, id := range ids {
+		if tok, err := c.d.limiter.Tokens(context.Background(), id); err == nil {
+			ch <- prometheus.MustNewConstMetric(c.tokens, prometheus.GaugeValue, tok, id)
+		}
+		if l := c.d.limiter.Limit(id); l.Rate > 0 {
+			ch <- prometheus.MustNewConstMetric(c.ratio, prometheus.GaugeValue, l.EffectiveRate/l.Rate, id)
+		}
+	}
 }

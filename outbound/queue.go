@@ -21,6 +21,9 @@ type item struct {
 	// resend: the compensator found nothing; the next attempt resends the
 	// same msg_id and is counted as a resend.
 	resend bool
+	// counted: included in the worker's unknown-outcome count (owned by
+	// the worker's run goroutine, like the count).
+	counted bool
 }
 
 // recipient is the FIFO of one recipient's messages in one account. At most

@@ -36,6 +36,7 @@ type worker struct {
 	buf      *sequence.Buffer[wamux.Message]
 	inflight int
 	stopping bool
+	unknownN int // items whose last outcome is unknown (wamux_unknown_outcomes)
 }
 
 // action is what the loop does with a recipient after an attempt.
@@ -152,7 +153,8 @@ func (w *worker) restore(ctx context.Context) error {
 	for _, m := range queued {
 		it := &item{msg: m, enqueued: m.CreatedAt}
 		if m.Status == wamux.StatusUnknown {
-			it.unknown = true
+			it.unknown, it.counted = true, true
+			w.unknownN++
 		}
 		w.q.push(it, now)
 		if it.unknown {
@@ -239,6 +241,18 @@ func (w *worker) publishDepth() {
 		m.queueDepth.WithLabelValues(w.id, wamux.Priority(p).String()).Set(float64(w.q.depth[p]))
 	}
 	m.seqWaiting.WithLabelValues(w.id).Set(float64(w.buf.Len()))
+	m.unknownOutcomes.WithLabelValues(w.id).Set(float64(w.unknownN))
+	state := w.snapshotAccount().State
+	if state == wamux.AccountActive && w.d.limiter.Limit(w.id).CooldownUntil.After(w.d.clock.Now()) {
+		state = wamux.AccountCooldown
+	}
+	for _, st := range []wamux.AccountState{wamux.AccountActive, wamux.AccountCooldown, wamux.AccountDisabled} {
+		v := 0.0
+		if st == state {
+			v = 1
+		}
+		m.accountState.WithLabelValues(w.id, string(st)).Set(v)
+	}
 }
 
 // intake takes new messages from the inbox through the reorder buffer into
@@ -455,6 +469,16 @@ func (w *worker) launch(r *recipient, it *item, fn func(*item) (action, time.Dur
 func (w *worker) complete(c completion) {
 	w.inflight--
 	c.r.inflight = false
+	// The attempt ran on its own goroutine; the count is kept here, where
+	// the item is seen again after it.
+	if unknown := c.it.unknown && c.act == actRetry; unknown != c.it.counted {
+		c.it.counted = unknown
+		if unknown {
+			w.unknownN++
+		} else {
+			w.unknownN--
+		}
+	}
 	now := w.d.clock.Now()
 	switch c.act {
 	case actDone:
