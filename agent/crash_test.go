@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/wamux/wamux/store"
 )
 
 // TestKillBetweenSpoolAndAck kills -9 an agent process after its Reports
@@ -24,51 +27,11 @@ func TestKillBetweenSpoolAndAck(t *testing.T) {
 	g.setMode(gwHang, gwLoseAck, gwLoseAck)
 	spoolDir := t.TempDir()
 
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(),
-		childEnv+"=report",
-		"WAMUX_AGENT_TEST_URL="+g.srv.URL,
-		"WAMUX_AGENT_TEST_SPOOL="+spoolDir,
-		"WAMUX_AGENT_TEST_N="+strconv.Itoa(n),
-	)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := false
-	t.Cleanup(func() {
-		_ = stdin.Close()
-		if !exited {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-		if t.Failed() {
-			t.Logf("child stderr:\n%s", stderr.String())
-		}
-	})
-
-	durable := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			durable <- sc.Text()
-			return
-		}
-		close(durable)
-	}()
+	child := startChild(t, "report", g, spoolDir, n)
 	deadline := time.NewTimer(30 * time.Second)
 	defer deadline.Stop()
 	select {
-	case line := <-durable:
+	case line := <-child.lines:
 		if line != "durable "+strconv.Itoa(n) {
 			t.Fatalf("child said %q", line)
 		}
@@ -80,16 +43,8 @@ func TestKillBetweenSpoolAndAck(t *testing.T) {
 	case <-deadline.C:
 		t.Fatal("child never sent the request that hangs")
 	}
+	child.kill(t)
 
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatalf("kill child: %v", err)
-	}
-	err = cmd.Wait()
-	exited = true
-	var exitErr *exec.ExitError
-	if !errors.As(err, &exitErr) || exitErr.Exited() {
-		t.Fatalf("child ended with %v, want killed by a signal", err)
-	}
 	stored := len(g.storedKeys(t))
 	if stored == 0 || stored >= n {
 		t.Fatalf("before restart the store holds %d receipts, want some but not all %d", stored, n)
@@ -109,5 +64,127 @@ func TestKillBetweenSpoolAndAck(t *testing.T) {
 	}
 	if segs, _ := filepath.Glob(filepath.Join(spoolDir, "*.seg")); len(segs) != 0 {
 		t.Errorf("spool still holds %v after everything was acked", segs)
+	}
+}
+
+// TestKillWhileReporting kills -9 an agent process in the middle of a
+// stream of Reports, after some batches were acked and while one hangs:
+// every receipt whose Report returned reaches the store exactly once after
+// a restart, and nothing foreign does.
+func TestKillWhileReporting(t *testing.T) {
+	const n = 2000
+	g := newGateway(t)
+	g.setMode(gwHang, gwOK, gwOK)
+	spoolDir := t.TempDir()
+	child := startChild(t, "stream", g, spoolDir, n)
+
+	confirmed := make(map[int]bool)
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	for len(confirmed) < n/2 {
+		select {
+		case line, ok := <-child.lines:
+			if !ok {
+				t.Fatal("child ended early")
+			}
+			var i int
+			if _, err := fmt.Sscanf(line, "ok %d", &i); err != nil {
+				t.Fatalf("child said %q", line)
+			}
+			confirmed[i] = true
+		case <-deadline.C:
+			t.Fatalf("child confirmed only %d receipts in time", len(confirmed))
+		}
+	}
+	child.kill(t)
+
+	g.setMode(gwOK)
+	a := newTestAgent(t, g, spoolDir, nil)
+	closeAgent(t, a)
+
+	all := testReceipts("crash", n)
+	valid := make(map[store.ReceiptKey]bool, n)
+	for _, r := range all {
+		valid[store.ReceiptKey{MessageID: r.MessageID, AccountID: testAccount, Type: r.Type}] = true
+	}
+	got := g.storedKeys(t)
+	for k, c := range got {
+		if !valid[k] || c != 1 {
+			t.Errorf("store holds %v %d times", k, c)
+		}
+	}
+	for i := range confirmed {
+		k := store.ReceiptKey{MessageID: all[i].MessageID, AccountID: testAccount, Type: all[i].Type}
+		if got[k] != 1 {
+			t.Errorf("confirmed receipt %d (%v) is stored %d times, want once", i, k, got[k])
+		}
+	}
+	t.Logf("%d confirmed before the kill, %d stored after the restart", len(confirmed), len(got))
+}
+
+// child is a re-executed test binary acting as an agent (see TestMain).
+type child struct {
+	cmd    *exec.Cmd
+	lines  chan string // its stdout, line by line; closed at EOF
+	exited bool
+}
+
+func startChild(t *testing.T, mode string, g *gateway, spoolDir string, n int) *child {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(),
+		childEnv+"="+mode,
+		"WAMUX_AGENT_TEST_URL="+g.srv.URL,
+		"WAMUX_AGENT_TEST_SPOOL="+spoolDir,
+		"WAMUX_AGENT_TEST_N="+strconv.Itoa(n),
+	)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &child{cmd: cmd, lines: make(chan string, 64)}
+	t.Cleanup(func() {
+		_ = stdin.Close()
+		if !c.exited {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+		if t.Failed() {
+			t.Logf("child stderr:\n%s", stderr.String())
+		}
+	})
+	go func() {
+		defer close(c.lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			c.lines <- sc.Text()
+		}
+	}()
+	return c
+}
+
+// kill sends SIGKILL and checks that the child died of it.
+func (c *child) kill(t *testing.T) {
+	t.Helper()
+	if err := c.cmd.Process.Kill(); err != nil {
+		t.Fatalf("kill child: %v", err)
+	}
+	// Let the stdout reader finish, so Wait does not race it.
+	for range c.lines {
+	}
+	err := c.cmd.Wait()
+	c.exited = true
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) || exitErr.Exited() {
+		t.Fatalf("child ended with %v, want killed by a signal", err)
 	}
 }

@@ -22,8 +22,8 @@ import (
 const childEnv = "WAMUX_AGENT_TEST_CHILD"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) == "report" {
-		os.Exit(childReport())
+	if mode := os.Getenv(childEnv); mode != "" {
+		os.Exit(childReport(mode == "stream"))
 	}
 	goleak.VerifyTestMain(m)
 }
@@ -31,8 +31,9 @@ func TestMain(m *testing.M) {
 // childReport runs an agent against WAMUX_AGENT_TEST_URL on
 // WAMUX_AGENT_TEST_SPOOL, reports WAMUX_AGENT_TEST_N receipts from four
 // goroutines, prints "durable N" once every Report has returned, and then
-// keeps delivering until it is killed (or its stdin closes).
-func childReport() int {
+// keeps delivering until it is killed (or its stdin closes). With stream
+// set it also prints "ok I" as soon as the Report of receipt I returns.
+func childReport(stream bool) int {
 	n, err := strconv.Atoi(os.Getenv("WAMUX_AGENT_TEST_N"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child: bad N:", err)
@@ -54,12 +55,19 @@ func childReport() int {
 	}
 	rs := testReceipts("crash", n)
 	var wg sync.WaitGroup
+	var outMu sync.Mutex
 	errs := make(chan error, len(rs))
 	for w := range 4 {
 		wg.Go(func() {
 			for i := w; i < len(rs); i += 4 {
 				if err := a.Report(context.Background(), rs[i]); err != nil {
 					errs <- err
+					continue
+				}
+				if stream {
+					outMu.Lock()
+					fmt.Printf("ok %d\n", i)
+					outMu.Unlock()
 				}
 			}
 		})
