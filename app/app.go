@@ -22,6 +22,7 @@ import (
 	"github.com/wamux/wamux/httpapi"
 	"github.com/wamux/wamux/outbound"
 	"github.com/wamux/wamux/provider/cloudapi"
+	"github.com/wamux/wamux/receipts"
 	"github.com/wamux/wamux/settings"
 	"github.com/wamux/wamux/store"
 	"github.com/wamux/wamux/store/postgres"
@@ -47,6 +48,7 @@ type App struct {
 
 	dispatcher *outbound.Dispatcher
 	settings   *settings.Manager
+	receipts   *receipts.Pipeline
 
 	// Provider replaces the Cloud API client (tests, the demo's in-process
 	// simulator may also just point accounts' base_url at it). Set before
@@ -66,6 +68,9 @@ func (a *App) Registry() *prometheus.Registry { return a.registry }
 
 // Dispatcher is the send pipeline (nil before Start).
 func (a *App) Dispatcher() *outbound.Dispatcher { return a.dispatcher }
+
+// Receipts is the receipt pipeline (nil before Start).
+func (a *App) Receipts() *receipts.Pipeline { return a.receipts }
 
 // Settings are the runtime settings (nil before Start).
 func (a *App) Settings() *settings.Manager { return a.settings }
@@ -136,7 +141,20 @@ func (a *App) Start(ctx context.Context) error {
 		disp.Stop(c)
 	})
 
-	// receipts pipeline wiring (issue 5) goes here.
+	// receipts pipeline wiring (issue 5): Start first works off what the
+	// log kept from the last run, before the webhook takes new receipts.
+	pipe, err := receipts.New(receipts.Config{Store: st, Registry: a.registry, Settings: set, Logger: a.log})
+	if err != nil {
+		return fail(fmt.Errorf("app: receipts: %w", err))
+	}
+	if err := pipe.Start(ctx); err != nil {
+		return fail(fmt.Errorf("app: start receipts: %w", err))
+	}
+	undo = append(undo, func() {
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		pipe.Stop(c)
+	})
 
 	api, err := httpapi.New(httpapi.Config{
 		Store:    st,
@@ -146,6 +164,10 @@ func (a *App) Start(ctx context.Context) error {
 		Live:     disp,
 		Outbound: disp,
 		Settings: set,
+		// issue 5
+		Receipts:    pipe,
+		AppSecret:   a.cfg.AppSecret,
+		VerifyToken: a.cfg.VerifyToken,
 	})
 	if err != nil {
 		return fail(fmt.Errorf("app: http api: %w", err))
@@ -158,6 +180,7 @@ func (a *App) Start(ctx context.Context) error {
 		a.log.Warn("no API keys configured (WAMUX_API_KEYS): every /v1 request will be refused")
 	}
 	a.store, a.listener, a.dispatcher, a.settings = st, ln, disp, set
+	a.receipts = pipe
 	a.server = &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -189,6 +212,9 @@ func (a *App) Stop(ctx context.Context) error {
 	}
 	if err := <-a.serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		errs = append(errs, fmt.Errorf("serve http: %w", err))
+	}
+	if err := a.receipts.Stop(ctx); err != nil { // issue 5: intake is closed; drain
+		errs = append(errs, err)
 	}
 	if err := a.dispatcher.Stop(ctx); err != nil {
 		errs = append(errs, err)

@@ -54,6 +54,13 @@ type Config struct {
 	// Settings are the runtime settings behind /v1/config; without them
 	// the endpoint is not served.
 	Settings *settings.Manager
+	// Receipts is the receipt pipeline behind /webhook and
+	// /v1/receipts:batch; without it those are not served (issue 5).
+	Receipts Receipts
+	// AppSecret verifies webhook signatures; VerifyToken answers Meta's
+	// subscription handshake. Neither is ever logged or returned.
+	AppSecret   string
+	VerifyToken string
 }
 
 // Server serves the HTTP API.
@@ -68,6 +75,12 @@ type Server struct {
 	outbound     Outbound
 	settings     *settings.Manager
 	handler      http.Handler
+
+	// receipt endpoints (webhook.go, receipts.go)
+	receipts    Receipts
+	appSecret   string
+	verifyToken string
+	phones      *phoneCache
 }
 
 // New builds the server and registers its metrics on cfg.Registry.
@@ -90,6 +103,7 @@ func New(cfg Config) (*Server, error) {
 	if s.storeTimeout <= 0 {
 		s.storeTimeout = 10 * time.Second
 	}
+	s.initReceipts(cfg)
 	s.handler = s.routes()
 	return s, nil
 }
@@ -123,6 +137,7 @@ func (s *Server) routes() http.Handler {
 		v1("GET /v1/config", s.handleGetConfig)
 		v1("PATCH /v1/config", s.handlePatchConfig)
 	}
+	s.receiptRoutes(handle, v1)
 
 	return s.withRequestID(s.recoverPanics(jsonFallbacks(mux)))
 }

@@ -9,8 +9,9 @@ import (
 	"github.com/wamux/wamux/store"
 )
 
-// maxIDLen bounds ids from outside; a wamid is about 60 characters.
-const maxIDLen = 256
+// maxIDLen bounds ids from outside (as the agent does); a wamid is about
+// 60 characters.
+const maxIDLen = 1024
 
 // Normalize checks a receipt from outside and puts it in canonical form
 // (trimmed ids, UTC times truncated to the store's millisecond), so the

@@ -1,0 +1,166 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/wamux/wamux"
+)
+
+// receiptsBatchRequest is what an account agent reports.
+type receiptsBatchRequest struct {
+	AccountID string         `json:"account_id"`
+	Receipts  []agentReceipt `json:"receipts"`
+}
+
+type agentReceipt struct {
+	MessageID string `json:"message_id"`
+	Type      string `json:"type"`
+	EventTime *int64 `json:"event_time"` // unix milliseconds
+	// Version is an optional hint (sent=1, delivered=2, read=3); when given
+	// it must agree with the type, since the merge orders by type.
+	Version *int `json:"version"`
+}
+
+var typeVersion = map[wamux.ReceiptType]int{wamux.ReceiptSent: 1, wamux.ReceiptDelivered: 2, wamux.ReceiptRead: 3}
+
+// handleReceiptsBatch takes receipts an account agent collected itself.
+// The whole batch is validated first: one bad receipt is a 400 naming it,
+// and nothing is stored. 200 means every accepted receipt is durable.
+func (s *Server) handleReceiptsBatch(w http.ResponseWriter, r *http.Request) {
+	var req receiptsBatchRequest
+	if err := decodeJSON(w, r, MaxBodyBatch, &req); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if req.AccountID == "" {
+		writeError(w, r, wamux.Errorf(wamux.EInvalid, "account_id is required"))
+		return
+	}
+	if len(req.Receipts) == 0 {
+		writeError(w, r, wamux.Errorf(wamux.EInvalid, "receipts must hold at least one receipt"))
+		return
+	}
+	rs := make([]wamux.Receipt, len(req.Receipts))
+	for i, in := range req.Receipts {
+		typ, err := wamux.ParseReceiptType(in.Type)
+		if err != nil {
+			writeError(w, r, wamux.Errorf(wamux.EInvalid, "receipts[%d]: %s", i, wamux.ErrorMessage(err)))
+			return
+		}
+		if in.EventTime == nil || *in.EventTime <= 0 {
+			writeError(w, r, wamux.Errorf(wamux.EInvalid, "receipts[%d]: event_time (unix milliseconds) is required", i))
+			return
+		}
+		if in.Version != nil {
+			if want, ok := typeVersion[typ]; *in.Version < 0 || (ok && *in.Version != 0 && *in.Version != want) {
+				writeError(w, r, wamux.Errorf(wamux.EInvalid, "receipts[%d]: version %d does not match type %s", i, *in.Version, typ))
+				return
+			}
+		}
+		rs[i] = wamux.Receipt{MessageID: in.MessageID, AccountID: req.AccountID, Type: typ, EventTime: time.UnixMilli(*in.EventTime).UTC()}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.storeTimeout)
+	defer cancel()
+	if _, err := s.store.GetAccount(ctx, req.AccountID); err != nil {
+		if wamux.ErrorCode(err) == wamux.ENotFound {
+			writeError(w, r, wamux.Errorf(wamux.EInvalid, "unknown account_id %q", req.AccountID))
+			return
+		}
+		s.fail(w, r, "receipts batch: read account", err)
+		return
+	}
+	res, err := s.receipts.Ingest(ctx, "agent", rs)
+	if err != nil {
+		s.fail(w, r, "receipts batch: ingest", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"accepted": res.Accepted, "duplicates": res.Duplicates})
+}
+
+// listLimit reads ?limit= (1..1000, default 100).
+func listLimit(r *http.Request) (int, error) {
+	q := r.URL.Query().Get("limit")
+	if q == "" {
+		return 100, nil
+	}
+	n, err := strconv.Atoi(q)
+	if err != nil || n < 1 || n > 1000 {
+		return 0, wamux.Errorf(wamux.EInvalid, "limit must be a number from 1 to 1000")
+	}
+	return n, nil
+}
+
+type deadLetterJSON struct {
+	ID         int64           `json:"id"`
+	Source     string          `json:"source"`
+	AccountID  string          `json:"account_id"`
+	Reason     string          `json:"reason"`
+	Payload    json.RawMessage `json:"payload,omitempty"`
+	RecordedAt time.Time       `json:"recorded_at"`
+}
+
+// handleDeadLetters lists the newest dead letters: input the gateway could
+// not process, with why.
+func (s *Server) handleDeadLetters(w http.ResponseWriter, r *http.Request) {
+	limit, err := listLimit(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.storeTimeout)
+	defer cancel()
+	ds, err := s.store.ListDeadLetters(ctx, limit)
+	if err != nil {
+		s.fail(w, r, "list dead letters", err)
+		return
+	}
+	out := make([]deadLetterJSON, 0, len(ds))
+	for _, d := range ds {
+		j := deadLetterJSON{ID: d.ID, Source: d.Source, AccountID: d.AccountID, Reason: d.Reason, RecordedAt: d.RecordedAt}
+		if json.Valid(d.Payload) {
+			j.Payload = d.Payload
+		} else if len(d.Payload) > 0 {
+			j.Payload, _ = json.Marshal(string(d.Payload))
+		}
+		out = append(out, j)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"dead_letters": out})
+}
+
+type lateReceiptJSON struct {
+	MessageID  string    `json:"message_id"`
+	AccountID  string    `json:"account_id"`
+	Type       string    `json:"type"`
+	EventTime  time.Time `json:"event_time"`
+	ErrorCode  int       `json:"error_code,omitempty"`
+	Source     string    `json:"source"`
+	Reason     string    `json:"reason"`
+	RecordedAt time.Time `json:"recorded_at"`
+}
+
+// handleLateReceipts lists the newest receipts kept for audit instead of
+// merged (out of order after the late window).
+func (s *Server) handleLateReceipts(w http.ResponseWriter, r *http.Request) {
+	limit, err := listLimit(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.storeTimeout)
+	defer cancel()
+	ls, err := s.store.ListLateReceipts(ctx, limit)
+	if err != nil {
+		s.fail(w, r, "list late receipts", err)
+		return
+	}
+	out := make([]lateReceiptJSON, 0, len(ls))
+	for _, l := range ls {
+		out = append(out, lateReceiptJSON{MessageID: l.MessageID, AccountID: l.AccountID, Type: string(l.Type),
+			EventTime: l.EventTime, ErrorCode: l.ErrorCode, Source: l.Source, Reason: l.Reason, RecordedAt: l.RecordedAt})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"late_receipts": out})
+}

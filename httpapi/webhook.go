@@ -1,0 +1,264 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/provider/cloudapi"
+	"github.com/wamux/wamux/receipts"
+	"github.com/wamux/wamux/store"
+)
+
+// Receipts is the receipt pipeline as the webhook and agent endpoints use
+// it (receipts.Pipeline). Every method returns only once what it was given
+// is durable.
+type Receipts interface {
+	Ingest(ctx context.Context, source string, rs []wamux.Receipt) (receipts.IngestResult, error)
+	AddInbound(ctx context.Context, ms []store.InboundMessage) error
+	DeadLetter(ctx context.Context, reason string, ds []store.DeadLetter) error
+}
+
+// initReceipts takes the part of Config the receipt endpoints read.
+func (s *Server) initReceipts(cfg Config) {
+	s.receipts = cfg.Receipts
+	s.appSecret = cfg.AppSecret
+	s.verifyToken = cfg.VerifyToken
+	s.phones = &phoneCache{ttl: phoneCacheTTL, m: map[string]phoneEntry{}}
+}
+
+// receiptRoutes adds the webhook, the agents' batch endpoint and the
+// dead-letter and late-receipt lists.
+func (s *Server) receiptRoutes(handle, v1 func(string, http.HandlerFunc)) {
+	if s.receipts != nil {
+		handle("GET /webhook", s.handleWebhookVerify)
+		handle("POST /webhook", s.handleWebhook)
+		v1("POST /v1/receipts:batch", s.handleReceiptsBatch)
+	}
+	v1("GET /v1/dead-letters", s.handleDeadLetters)
+	v1("GET /v1/late-receipts", s.handleLateReceipts)
+}
+
+// handleWebhookVerify answers Meta's subscription handshake: the challenge
+// is echoed only for hub.mode=subscribe and the configured verify token
+// (compared in constant time; with no token configured nothing verifies).
+func (s *Server) handleWebhookVerify(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	token := q.Get("hub.verify_token")
+	challenge := q.Get("hub.challenge")
+	ok := s.verifyToken != "" && q.Get("hub.mode") == "subscribe" &&
+		subtle.ConstantTimeCompare([]byte(token), []byte(s.verifyToken)) == 1 &&
+		challenge != "" && len(challenge) <= 256
+	if !ok {
+		writeError(w, r, wamux.Errorf(wamux.EForbidden, "webhook verification failed"))
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(w, challenge)
+}
+
+// handleWebhook takes a Cloud API notification. The signature is checked
+// on the raw bytes before anything is parsed; the answer is 200 only once
+// every status, inbound message and dead letter it carried is durable, so
+// Meta redelivers anything we could not keep. Poison inside a signed
+// notification (a status without id, a bad timestamp) is dead-lettered and
+// still answered 200: redelivering it would never help. A notification
+// none of whose phone numbers belong to an account is refused (404) and
+// nothing is stored, so Meta keeps it until the account is added.
+func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyWebhook))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeError(w, r, wamux.Errorf(wamux.ETooLarge, "webhook body exceeds %d bytes", MaxBodyWebhook))
+			return
+		}
+		writeError(w, r, wamux.Errorf(wamux.EInvalid, "webhook body could not be read"))
+		return
+	}
+	if !cloudapi.VerifySignature(r.Header.Get(cloudapi.SignatureHeader), body, s.appSecret) {
+		if s.appSecret == "" {
+			s.logger(r).Warn("webhook refused: no app secret is configured (WAMUX_APP_SECRET)")
+		}
+		writeError(w, r, wamux.Errorf(wamux.EUnauthorized, "missing or invalid %s", cloudapi.SignatureHeader))
+		return
+	}
+	hook, err := cloudapi.ParseWebhook(body)
+	if err != nil {
+		writeError(w, r, wamux.Errorf(wamux.EInvalid, "webhook body is not a JSON notification"))
+		return
+	}
+	if hook.Object != cloudapi.ObjectWhatsApp {
+		writeError(w, r, wamux.Errorf(wamux.EInvalid, "webhook object must be %q", cloudapi.ObjectWhatsApp))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.storeTimeout)
+	defer cancel()
+	n, err := normalizeWebhook(hook, func(phoneID string) (string, bool, error) { return s.accountOf(ctx, phoneID) }, time.Now())
+	if err != nil {
+		s.fail(w, r, "webhook: look up phone numbers", err)
+		return
+	}
+	if n.values > 0 && n.known == 0 {
+		writeError(w, r, wamux.Errorf(wamux.ENotFound, "no account has the notification's phone_number_id"))
+		return
+	}
+	if len(n.receipts) > 0 {
+		if _, err := s.receipts.Ingest(ctx, "webhook", n.receipts); err != nil {
+			s.fail(w, r, "webhook: ingest receipts", err)
+			return
+		}
+	}
+	if err := s.receipts.AddInbound(ctx, n.inbound); err != nil {
+		s.fail(w, r, "webhook: store inbound messages", err)
+		return
+	}
+	for reason, ds := range n.dead {
+		if err := s.receipts.DeadLetter(ctx, reason, ds); err != nil {
+			s.fail(w, r, "webhook: store dead letters", err)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"receipts": len(n.receipts), "inbound": len(n.inbound)})
+}
+
+// normalized is what one notification carries, mapped to accounts.
+type normalized struct {
+	values   int // changes with a value
+	known    int // of those, values whose phone number belongs to an account
+	receipts []wamux.Receipt
+	inbound  []store.InboundMessage
+	dead     map[string][]store.DeadLetter // by reason label
+	ignored  int                           // statuses we do not track (played)
+}
+
+// normalizeWebhook walks every entry, change and status (all levels are
+// arrays) and turns them into receipts of accounts, inbound records and
+// dead letters. It is pure but for lookup, so it can be fuzzed.
+func normalizeWebhook(hook *cloudapi.Webhook, lookup func(phoneID string) (string, bool, error), now time.Time) (normalized, error) {
+	n := normalized{dead: map[string][]store.DeadLetter{}}
+	dead := func(reason, account, why string, v any) {
+		payload, _ := json.Marshal(v)
+		n.dead[reason] = append(n.dead[reason], store.DeadLetter{Source: "webhook", AccountID: account, Reason: why, Payload: payload})
+	}
+	type unknownValue struct {
+		PhoneNumberID string `json:"phone_number_id"`
+		Statuses      int    `json:"statuses"`
+		Messages      int    `json:"messages"`
+	}
+	var unknown []unknownValue
+	for _, e := range hook.Entry {
+		for _, c := range e.Changes {
+			v := c.Value
+			if v.Metadata.PhoneNumberID == "" && len(v.Statuses) == 0 && len(v.Messages) == 0 && len(v.Errors) == 0 {
+				continue // a change without content for us (other fields)
+			}
+			n.values++
+			account, ok, err := lookup(v.Metadata.PhoneNumberID)
+			if err != nil {
+				return normalized{}, err
+			}
+			if !ok {
+				unknown = append(unknown, unknownValue{v.Metadata.PhoneNumberID, len(v.Statuses), len(v.Messages)})
+				continue
+			}
+			n.known++
+			for _, st := range v.Statuses {
+				r, err := st.Receipt()
+				if err != nil {
+					if st.Status == "played" {
+						n.ignored++ // voice-message plays say nothing about delivery
+						continue
+					}
+					dead("invalid_status", account, "status could not be read: "+wamux.ErrorMessage(err), st)
+					continue
+				}
+				r.AccountID = account
+				r.ReceivedAt = now
+				if err := receipts.Normalize(&r); err != nil {
+					dead("invalid_status", account, "status could not be read: "+wamux.ErrorMessage(err), st)
+					continue
+				}
+				n.receipts = append(n.receipts, r)
+			}
+			for _, m := range v.Messages {
+				if m.ID == "" {
+					dead("invalid_inbound", account, "inbound message without an id", map[string]string{"type": m.Type})
+					continue
+				}
+				in := store.InboundMessage{AccountID: account, WAMID: m.ID, Type: m.Type, ReceivedAt: now}
+				if secs, err := strconv.ParseInt(m.Timestamp, 10, 64); err == nil {
+					in.SentAt = time.Unix(secs, 0).UTC()
+				}
+				n.inbound = append(n.inbound, in)
+			}
+			for _, e := range v.Errors {
+				dead("provider_error", account, fmt.Sprintf("provider error notification: code %d: %s", e.Code, e.Title), e)
+			}
+		}
+	}
+	if n.known > 0 && len(unknown) > 0 {
+		// Stored with the rest so the notification can be answered 200;
+		// only counts are kept, no phone numbers of users.
+		for _, u := range unknown {
+			dead("unknown_phone_number", "", "no account has phone_number_id "+u.PhoneNumberID, u)
+		}
+	}
+	return n, nil
+}
+
+// phoneCacheTTL bounds how long a phone_number_id → account mapping is
+// trusted; accounts change rarely and a webhook burst should not cost a
+// store read per POST.
+const phoneCacheTTL = 30 * time.Second
+
+type phoneEntry struct {
+	account string
+	at      time.Time
+}
+
+// phoneCache remembers known phone numbers only: an unknown one is asked
+// again, so an account added a moment ago is found on Meta's next retry.
+type phoneCache struct {
+	ttl time.Duration
+	mu  sync.Mutex
+	m   map[string]phoneEntry
+}
+
+func (s *Server) accountOf(ctx context.Context, phoneID string) (string, bool, error) {
+	if phoneID == "" {
+		return "", false, nil
+	}
+	c := s.phones
+	now := time.Now()
+	c.mu.Lock()
+	e, ok := c.m[phoneID]
+	c.mu.Unlock()
+	if ok && now.Sub(e.at) < c.ttl {
+		return e.account, true, nil
+	}
+	a, err := s.store.GetAccountByPhoneNumberID(ctx, phoneID)
+	if wamux.ErrorCode(err) == wamux.ENotFound {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	c.mu.Lock()
+	if len(c.m) > 10_000 {
+		clear(c.m)
+	}
+	c.m[phoneID] = phoneEntry{account: a.ID, at: now}
+	c.mu.Unlock()
+	return a.ID, true, nil
+}

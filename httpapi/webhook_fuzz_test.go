@@ -1,0 +1,59 @@
+package httpapi
+
+import (
+	"testing"
+	"time"
+
+	"github.com/wamux/wamux/provider/cloudapi"
+	"github.com/wamux/wamux/receipts"
+)
+
+// FuzzNormalizeWebhook: whatever a signed notification holds, the
+// handler's normalisation never panics, accounts for every status of a
+// known number exactly once (receipt, ignored or dead letter), gives
+// every receipt its account, and yields receipts already in canonical form.
+func FuzzNormalizeWebhook(f *testing.F) {
+	f.Add([]byte(`{"object":"whatsapp_business_account","entry":[{"id":"1","changes":[{"field":"messages","value":{"metadata":{"phone_number_id":"p1"},"statuses":[{"id":"wamid.1","status":"sent","timestamp":"1750030073"},{"id":"wamid.1","status":"failed","timestamp":"1750030080","errors":[{"code":131049,"title":"x"}]}]}}]}]}`))
+	f.Add([]byte(`{"object":"whatsapp_business_account","entry":[{"changes":[{"value":{"metadata":{"phone_number_id":"p2"},"statuses":[{"id":"w","status":"read","timestamp":"1"}]}},{"value":{"metadata":{"phone_number_id":"p1"},"messages":[{"id":"in","type":"text","timestamp":"x"}],"errors":[{"code":131000}]}}]}]}`))
+	f.Add([]byte(`{"entry":[{"changes":[{"value":{"metadata":{"phone_number_id":"p1"},"statuses":[{"id":"","status":"played","timestamp":"-5"},{"id":"w","status":"delivered","timestamp":"99999999999999999"}]}}]}]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		hook, err := cloudapi.ParseWebhook(body)
+		if err != nil {
+			return
+		}
+		lookup := func(phone string) (string, bool, error) {
+			if phone == "p1" {
+				return "acc1", true, nil
+			}
+			return "", false, nil
+		}
+		n, err := normalizeWebhook(hook, lookup, time.Unix(1750030000, 0))
+		if err != nil {
+			t.Fatalf("normalize: %v", err)
+		}
+		statuses := 0
+		for _, e := range hook.Entry {
+			for _, c := range e.Changes {
+				if c.Value.Metadata.PhoneNumberID == "p1" {
+					statuses += len(c.Value.Statuses)
+				}
+			}
+		}
+		if got := len(n.receipts) + n.ignored + len(n.dead["invalid_status"]); got != statuses {
+			t.Fatalf("%d statuses of the known number became %d receipts + %d ignored + %d dead letters",
+				statuses, len(n.receipts), n.ignored, len(n.dead["invalid_status"]))
+		}
+		for _, r := range n.receipts {
+			if r.AccountID != "acc1" {
+				t.Fatalf("receipt of account %q, want acc1", r.AccountID)
+			}
+			again := r
+			if err := receipts.Normalize(&again); err != nil || again != r {
+				t.Fatalf("receipt %+v is not in canonical form (%v)", r, err)
+			}
+		}
+		if n.known == 0 && (len(n.receipts) > 0 || len(n.inbound) > 0 || len(n.dead) > 0) {
+			t.Fatal("a notification without a known number produced something to store")
+		}
+	})
+}
