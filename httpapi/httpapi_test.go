@@ -376,19 +376,3 @@ func TestRequestIDEchoed(t *testing.T) {
 	}
 }
 
-func TestStatusPage(t *testing.T) {
-	b := newBundle(t)
-	if r := b.json(t, "POST", "/v1/accounts", validAccount); r.status != 201 {
-		t.Fatalf("create: %d", r.status)
-	}
-	r := b.do(t, "GET", "/", "", nil)
-	if r.status != 200 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/html") {
-		t.Fatalf("status page: %d %s", r.status, r.header.Get("Content-Type"))
-	}
-	if !strings.Contains(string(r.body), "acme-1") || strings.Contains(string(r.body), testToken) {
-		t.Fatal("the status page lacks the account or shows its token")
-	}
-	if r := b.do(t, "GET", "/nothing", "", nil); r.status != 404 {
-		t.Fatalf("unknown page: %d", r.status)
-	}
-}

@@ -118,7 +118,9 @@ func (s *Server) routes() http.Handler {
 	}
 	handle("GET /healthz", s.handleHealthz)
 	handle("GET /readyz", s.handleReadyz)
-	handle("GET /{$}", s.handleStatusPage)
+	handle("GET /{$}", s.handleDashboard) // dashboard.go: the live dashboard (issue 6)
+	handle("GET /ui/state", s.handleUIState)
+	handle("GET /ui/{file}", s.handleUIAsset)
 	mux.Handle("GET /metrics", s.instrument("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})))
 
 	v1 := func(pattern string, h http.HandlerFunc) { handle(pattern, s.requireKey(h)) }
