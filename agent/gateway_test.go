@@ -54,7 +54,7 @@ type gateway struct {
 	duplicates int
 }
 
-func newGateway(t *testing.T) *gateway {
+func newGateway(t testing.TB) *gateway {
 	t.Helper()
 	g := &gateway{
 		dbPath:  filepath.Join(t.TempDir(), "gateway.db"),

@@ -101,7 +101,7 @@ func testReceipts(prefix string, n int) []Receipt {
 
 // newTestAgent starts an agent on dir against g with fast retries; change
 // adjusts the config. The agent is closed when the test ends.
-func newTestAgent(t *testing.T, g *gateway, dir string, change func(*Config)) *Agent {
+func newTestAgent(t testing.TB, g *gateway, dir string, change func(*Config)) *Agent {
 	t.Helper()
 	cfg := Config{
 		GatewayURL:     g.srv.URL,
@@ -137,7 +137,7 @@ func reportAll(t *testing.T, a *Agent, rs []Receipt) {
 	}
 }
 
-func closeAgent(t *testing.T, a *Agent) {
+func closeAgent(t testing.TB, a *Agent) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -176,21 +176,33 @@ func (s *spool) readAck() (uint64, error) {
 // append makes rec durable and returns once it is fsynced. When ctx ends
 // first the record may still become durable and be sent later.
 func (s *spool) append(ctx context.Context, rec record) error {
+	done, err := s.enqueue(ctx, rec)
+	if err != nil {
+		return err
+	}
+	return wait(ctx, done)
+}
+
+// enqueue hands rec to the writer; the returned channel yields the outcome
+// of its write. Appends enqueued together share a write and an fsync.
+func (s *spool) enqueue(ctx context.Context, rec record) (<-chan error, error) {
 	req := &appendReq{rec: rec, done: make(chan error, 1)}
 	s.imu.RLock()
+	defer s.imu.RUnlock()
 	if s.closed {
-		s.imu.RUnlock()
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	select {
 	case s.reqs <- req:
+		return req.done, nil
 	case <-ctx.Done():
-		s.imu.RUnlock()
-		return fmt.Errorf("agent: report: %w", ctx.Err())
+		return nil, fmt.Errorf("agent: report: %w", ctx.Err())
 	}
-	s.imu.RUnlock()
+}
+
+func wait(ctx context.Context, done <-chan error) error {
 	select {
-	case err := <-req.done:
+	case err := <-done:
 		return err
 	case <-ctx.Done():
 		return fmt.Errorf("agent: report: %w", ctx.Err())
