@@ -375,4 +375,3 @@ func TestRequestIDEchoed(t *testing.T) {
 		t.Fatalf("unsafe request id not replaced: %q", got)
 	}
 }
-

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 )
 
@@ -28,6 +29,9 @@ type Number struct {
 	WABAID             string `json:"waba_id,omitempty"`
 	// Limits overrides Config.Limits field by field (zero keeps the default).
 	Limits Limits `json:"limits,omitzero"`
+	// Faults, when set, replace Config.Faults for this number only, e.g.
+	// to ban one account (code 368) while the others keep sending.
+	Faults *Faults `json:"-"`
 }
 
 // Limits are the rate limits of one number.
@@ -87,7 +91,8 @@ type Range struct {
 }
 
 // Faults are injected into sends and webhooks, each with a probability in
-// [0, 1] per request (or per message, for webhooks).
+// [0, 1] per request (or per message, for webhooks). Config.Faults apply
+// to every number unless Number.Faults or Server.SetFaults says otherwise.
 type Faults struct {
 	// ServerError answers 500 (code 131000) or 503 (code 2) without
 	// accepting the message.
@@ -176,8 +181,8 @@ type Config struct {
 
 func (c *Config) setDefaults() error {
 	c.Limits = c.Limits.withDefaults()
-	if c.Faults.SlowDelay <= 0 {
-		c.Faults.SlowDelay = SlowDelayDefault
+	if err := c.Faults.check(); err != nil {
+		return err
 	}
 	w := &c.Webhooks
 	if w.FailCode == 0 {
@@ -213,25 +218,51 @@ func (c *Config) setDefaults() error {
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}
+	for name, p := range map[string]float64{"read": w.ReadProbability, "fail": w.FailProbability} {
+		if p < 0 || p > 1 {
+			return fmt.Errorf("sim: %s probability %v is outside [0, 1]", name, p)
+		}
+	}
+	if w.Delay.Min < 0 || w.Delay.Max < w.Delay.Min {
+		return fmt.Errorf("sim: webhook delay range %v..%v is invalid", w.Delay.Min, w.Delay.Max)
+	}
+	return nil
+}
+
+// check fills the default slow delay and validates probabilities and ranges.
+func (f *Faults) check() error {
+	if f.SlowDelay <= 0 {
+		f.SlowDelay = SlowDelayDefault
+	}
 	for name, p := range map[string]float64{
-		"server error": c.Faults.ServerError, "slow accept": c.Faults.SlowAccept,
-		"reset": c.Faults.Reset, "reset after accept": c.Faults.ResetAfterAccept,
-		"webhook duplicate": c.Faults.WebhookDuplicate, "webhook reorder": c.Faults.WebhookReorder,
-		"read": w.ReadProbability, "fail": w.FailProbability,
+		"server error": f.ServerError, "slow accept": f.SlowAccept,
+		"reset": f.Reset, "reset after accept": f.ResetAfterAccept,
+		"webhook duplicate": f.WebhookDuplicate, "webhook reorder": f.WebhookReorder,
 	} {
 		if p < 0 || p > 1 {
 			return fmt.Errorf("sim: %s probability %v is outside [0, 1]", name, p)
 		}
 	}
-	for code, p := range c.Faults.Codes {
+	for code, p := range f.Codes {
 		if p < 0 || p > 1 {
 			return fmt.Errorf("sim: probability %v for code %d is outside [0, 1]", p, code)
 		}
 	}
-	for name, r := range map[string]Range{"latency": c.Faults.Latency, "webhook delay": w.Delay} {
-		if r.Min < 0 || r.Max < r.Min {
-			return fmt.Errorf("sim: %s range %v..%v is invalid", name, r.Min, r.Max)
-		}
+	if f.Latency.Min < 0 || f.Latency.Max < f.Latency.Min {
+		return fmt.Errorf("sim: latency range %v..%v is invalid", f.Latency.Min, f.Latency.Max)
+	}
+	if f.RetryAfter < 0 {
+		return fmt.Errorf("sim: retry-after %v is negative", f.RetryAfter)
 	}
 	return nil
+}
+
+// sortedCodes is the fixed order in which code faults are drawn.
+func (f *Faults) sortedCodes() []int {
+	codes := make([]int, 0, len(f.Codes))
+	for code := range f.Codes {
+		codes = append(codes, code)
+	}
+	slices.Sort(codes)
+	return codes
 }

@@ -20,6 +20,11 @@ type number struct {
 	rate    gcra
 	pair    gcra
 
+	// faults and codes (its sorted code list) are guarded by mu, since
+	// SetFaults may change them while requests run.
+	faults Faults
+	codes  []int
+
 	mu    sync.Mutex
 	tat   int64            // throughput GCRA state
 	pairs map[string]int64 // pair GCRA state per recipient
@@ -60,7 +65,7 @@ type numberStats struct {
 	peakAccepted  int64
 }
 
-func newNumber(n Number, defaults Limits, seed uint64) *number {
+func newNumber(n Number, defaults Limits, faults Faults, seed uint64) *number {
 	l := defaults.over(n.Limits)
 	h := fnv.New64a()
 	h.Write([]byte(n.PhoneNumberID))
@@ -78,6 +83,10 @@ func newNumber(n Number, defaults Limits, seed uint64) *number {
 		pair: newGCRA(l.PairInterval, l.PairBurst),
 		rng:  rand.New(rand.NewPCG(seed, sum)),
 	}
+	if n.Faults != nil {
+		faults = *n.Faults
+	}
+	nb.setFaultsLocked(faults)
 	nb.resetLocked(seed)
 	return nb
 }
@@ -93,6 +102,11 @@ func (nb *number) resetLocked(seed uint64) {
 	nb.rng = rand.New(rand.NewPCG(seed, h.Sum64()))
 	nb.st = numberStats{rejected: make(map[int]int64), faults: make(map[string]int64)}
 	nb.msgs = nil
+}
+
+func (nb *number) setFaultsLocked(f Faults) {
+	nb.faults = f
+	nb.codes = f.sortedCodes()
 }
 
 // tick counts one request in the per-second peak accounting.

@@ -7,7 +7,7 @@ import (
 )
 
 func TestPairStatePruned(t *testing.T) {
-	nb := newNumber(Number{PhoneNumberID: "n", AccessToken: "t"}, Limits{PairInterval: time.Second, PairBurst: 1}, 1)
+	nb := newNumber(Number{PhoneNumberID: "n", AccessToken: "t"}, Limits{PairInterval: time.Second, PairBurst: 1}, Faults{}, 1)
 	now := int64(time.Hour)
 	for i := range pruneFloor - 1 {
 		nb.pairs[strconv.Itoa(i)] = now - 1 // idle: limits nothing any more

@@ -20,7 +20,7 @@ type hookStatus struct {
 // as with Meta's concurrent delivery) or duplicate some. The caller holds
 // nb.mu, so draws come from the number's seeded source in order.
 func (s *Server) plan(nb *number, m Message) []hookStatus {
-	wc, fc := &s.cfg.Webhooks, &s.cfg.Faults
+	wc, fc := &s.cfg.Webhooks, &nb.faults
 	wallNow := time.Now()
 	var kinds []string
 	if nb.chance(wc.FailProbability) {

@@ -36,6 +36,7 @@ type fault struct {
 	slowAccept       bool
 	resetAfterAccept bool
 	latency          time.Duration
+	slowDelay        time.Duration
 }
 
 // validVersion accepts Graph API versions like "v24.0" (or "v24"); a
@@ -106,7 +107,7 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 	case apiErr != nil:
 		apiErr.write(w)
 	default:
-		if f.slowAccept && !s.wait(r, s.cfg.Faults.SlowDelay) {
+		if f.slowAccept && !s.wait(r, f.slowDelay) {
 			return
 		}
 		writeAccepted(w, msg)
@@ -117,8 +118,8 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 // section: counting, fault draws, rate limits, acceptance and recording.
 func (s *Server) decide(nb *number, req *sendRequest, apiErr *apiError, body []byte, now time.Time) (Message, fault, []hookStatus, *apiError) {
 	ns := now.UnixNano()
-	fc := &s.cfg.Faults
 	nb.mu.Lock()
+	fc := &nb.faults
 	defer nb.mu.Unlock()
 	nb.st.requests++
 	nb.tick(ns, false)
@@ -130,7 +131,7 @@ func (s *Server) decide(nb *number, req *sendRequest, apiErr *apiError, body []b
 		f.serverErrorAlt = f.serverError && nb.rng.IntN(2) == 0
 		f.reset = !f.serverError && nb.chance(fc.Reset)
 		if !f.serverError && !f.reset {
-			apiErr = s.injectCode(nb)
+			apiErr = nb.injectCode()
 		}
 		f.latency = nb.between(fc.Latency)
 	}
@@ -150,7 +151,7 @@ func (s *Server) decide(nb *number, req *sendRequest, apiErr *apiError, body []b
 	if !ok {
 		nb.st.overLimit++
 		nb.st.rejected[130429]++
-		return Message{}, fault{latency: f.latency}, nil, s.withRetryAfter(errThroughput())
+		return Message{}, fault{latency: f.latency}, nil, nb.withRetryAfter(errThroughput())
 	}
 	nb.tat = tat
 	to := waID(req.To)
@@ -158,12 +159,13 @@ func (s *Server) decide(nb *number, req *sendRequest, apiErr *apiError, body []b
 	if !ok {
 		nb.st.pairOverLimit++
 		nb.st.rejected[131056]++
-		return Message{}, fault{latency: f.latency}, nil, s.withRetryAfter(errPairLimit())
+		return Message{}, fault{latency: f.latency}, nil, nb.withRetryAfter(errPairLimit())
 	}
 	nb.pairs[to] = ptat
 	nb.maybePruneLocked(ns)
 
 	f.slowAccept = nb.chance(fc.SlowAccept)
+	f.slowDelay = fc.SlowDelay
 	f.resetAfterAccept = !f.slowAccept && nb.chance(fc.ResetAfterAccept)
 	if f.slowAccept {
 		nb.st.faults["slow_accept"]++
@@ -193,20 +195,21 @@ func (s *Server) decide(nb *number, req *sendRequest, apiErr *apiError, body []b
 	return msg, f, plan, nil
 }
 
-// injectCode draws the configured error-code faults in a fixed order.
-func (s *Server) injectCode(nb *number) *apiError {
-	for _, code := range s.codes {
-		if nb.chance(s.cfg.Faults.Codes[code]) {
+// injectCode draws the number's error-code faults in a fixed order; the
+// caller holds nb.mu.
+func (nb *number) injectCode() *apiError {
+	for _, code := range nb.codes {
+		if nb.chance(nb.faults.Codes[code]) {
 			nb.st.faults["code_"+strconv.Itoa(code)]++
-			return s.withRetryAfter(codeError(code))
+			return nb.withRetryAfter(codeError(code))
 		}
 	}
 	return nil
 }
 
-func (s *Server) withRetryAfter(e *apiError) *apiError {
-	if s.cfg.Faults.RetryAfter > 0 {
-		e.retryAfter = int((s.cfg.Faults.RetryAfter + time.Second - 1) / time.Second)
+func (nb *number) withRetryAfter(e *apiError) *apiError {
+	if ra := nb.faults.RetryAfter; ra > 0 {
+		e.retryAfter = int((ra + time.Second - 1) / time.Second)
 	}
 	return e
 }

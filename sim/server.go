@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,8 +23,6 @@ type Server struct {
 	log   *slog.Logger
 	mux   *http.ServeMux
 	hooks *webhooker // nil without a webhook URL
-
-	codes []int // Faults.Codes keys, sorted, for a fixed draw order
 
 	numMu   sync.RWMutex
 	numbers map[string]*number
@@ -58,10 +55,6 @@ func New(cfg Config) (*Server, error) {
 		cfg: cfg, log: log, numbers: make(map[string]*number),
 		done: make(chan struct{}), callbacks: newCallbackSet(),
 	}
-	for code := range cfg.Faults.Codes {
-		s.codes = append(s.codes, code)
-	}
-	slices.Sort(s.codes)
 	for _, n := range cfg.Numbers {
 		if err := s.AddNumber(n); err != nil {
 			return nil, err
@@ -82,6 +75,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /sim/reset", s.handleReset)
 	s.mux.HandleFunc("GET /sim/numbers", s.handleListNumbers)
 	s.mux.HandleFunc("POST /sim/numbers", s.handleAddNumber)
+	s.mux.HandleFunc("PUT /sim/numbers/{id}/faults", s.handleSetFaults)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 }
 
@@ -92,8 +86,9 @@ func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, 
 // ServeHTTP serves the Cloud API send endpoint and the /sim endpoints.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
-// AddNumber registers a phone number, or replaces its token and limits
-// (keeping its history) when it exists.
+// AddNumber registers a phone number, or replaces its token, limits and
+// faults (keeping its history) when it exists. Requests in flight while a
+// number is replaced may be counted on the old copy and lost.
 func (s *Server) AddNumber(n Number) error {
 	if n.PhoneNumberID == "" || n.AccessToken == "" {
 		return wamux.Errorf(wamux.EInvalid, "a number needs a phone_number_id and an access_token")
@@ -101,7 +96,15 @@ func (s *Server) AddNumber(n Number) error {
 	if n.Limits.Rate < 0 || n.Limits.Burst < 0 || n.Limits.PairInterval < 0 || n.Limits.PairBurst < 0 {
 		return wamux.Errorf(wamux.EInvalid, "limits must not be negative")
 	}
-	nb := newNumber(n, s.cfg.Limits, s.cfg.Seed)
+	faults := s.cfg.Faults
+	if n.Faults != nil {
+		faults = *n.Faults
+		if err := faults.check(); err != nil {
+			return wamux.Errorf(wamux.EInvalid, "%v", err)
+		}
+		n.Faults = &faults
+	}
+	nb := newNumber(n, s.cfg.Limits, faults, s.cfg.Seed)
 	s.numMu.Lock()
 	defer s.numMu.Unlock()
 	if old, ok := s.numbers[n.PhoneNumberID]; ok {
@@ -110,6 +113,22 @@ func (s *Server) AddNumber(n Number) error {
 		old.mu.Unlock()
 	}
 	s.numbers[n.PhoneNumberID] = nb
+	return nil
+}
+
+// SetFaults changes the faults of one number while it serves, e.g. to
+// make an account fail mid-run. An unknown number is a not_found error.
+func (s *Server) SetFaults(phoneNumberID string, f Faults) error {
+	if err := f.check(); err != nil {
+		return wamux.Errorf(wamux.EInvalid, "%v", err)
+	}
+	nb := s.number(phoneNumberID)
+	if nb == nil {
+		return wamux.Errorf(wamux.ENotFound, "no number %q", phoneNumberID)
+	}
+	nb.mu.Lock()
+	nb.setFaultsLocked(f)
+	nb.mu.Unlock()
 	return nil
 }
 

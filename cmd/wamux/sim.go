@@ -39,7 +39,8 @@ func simFlags(stderr io.Writer) (*flag.FlagSet, *simOptions) {
 		fmt.Fprintln(stderr, "\nRuns a WhatsApp Cloud API simulator: POST /{version}/{phone_number_id}/messages with")
 		fmt.Fprintln(stderr, "Meta's bodies, limits, signed status webhooks and injected faults. Ground truth at")
 		fmt.Fprintln(stderr, "GET /sim/stats and GET /sim/messages?phone_number_id=&to=; POST /sim/reset;")
-		fmt.Fprintln(stderr, "numbers can be added at run time with POST /sim/numbers.")
+		fmt.Fprintln(stderr, "numbers can be added at run time with POST /sim/numbers, and one number's faults")
+		fmt.Fprintln(stderr, "changed with PUT /sim/numbers/{id}/faults. The flags below set every number's faults.")
 		fmt.Fprintln(stderr, "\nflags:")
 		fs.PrintDefaults()
 	}
