@@ -67,6 +67,13 @@ func startChild(t *testing.T, dir string, args ...string) *child {
 	cmd := exec.Command(os.Args[0], append([]string{"serve"}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "WAMUX_TEST_RUN_MAIN=1", "WAMUX_API_KEYS="+childKey, "WAMUX_LOG_LEVEL=debug")
+	return startCmd(t, cmd)
+}
+
+// startCmd starts a prepared `wamux serve` child and waits for its listen
+// line.
+func startCmd(t *testing.T, cmd *exec.Cmd) *child {
+	t.Helper()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
