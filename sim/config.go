@@ -15,6 +15,7 @@ const (
 	SlowDelayDefault    = 30 * time.Second
 	MaxRecordsDefault   = 1_000_000
 	MaxBodyBytes        = 1 << 20
+	maxBatch            = 1000
 )
 
 // Number is one simulated business phone number.
@@ -139,8 +140,9 @@ type Webhooks struct {
 	// being delivered, with FailCode (default 131049).
 	FailProbability float64
 	FailCode        int
-	// BatchSize is the most statuses per POST (default 1); BatchWait is how
-	// long a partial batch waits for more (default 20 ms).
+	// BatchSize is the most statuses per POST (default 1, at most 1000 as
+	// with Meta); BatchWait is how long a partial batch waits for more
+	// (default 20 ms).
 	BatchSize int
 	BatchWait time.Duration
 	// Concurrency is the number of POSTs in flight (default 4).
@@ -191,6 +193,9 @@ func (c *Config) setDefaults() error {
 	if w.BatchSize <= 0 {
 		w.BatchSize = 1
 	}
+	// Graph batches at most 1000 updates per POST, which also keeps a
+	// body under the 3 MB receivers are told to accept.
+	w.BatchSize = min(w.BatchSize, maxBatch)
 	if w.BatchWait <= 0 {
 		w.BatchWait = 20 * time.Millisecond
 	}
