@@ -138,7 +138,9 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rs := make([]wamux.Receipt, len(req.Receipts))
 	for i, in := range req.Receipts {
 		typ, err := wamux.ParseReceiptType(in.Type)
-		if err != nil || in.MessageID == "" || in.EventTime <= 0 || (in.Version != nil && *in.Version < 0) {
+		want, fixed := map[wamux.ReceiptType]int{wamux.ReceiptSent: 1, wamux.ReceiptDelivered: 2, wamux.ReceiptRead: 3}[typ]
+		badVersion := in.Version != nil && (*in.Version < 0 || (fixed && *in.Version != 0 && *in.Version != want))
+		if err != nil || in.MessageID == "" || in.EventTime <= 0 || badVersion {
 			gwError(w, http.StatusBadRequest, wamux.EInvalid, "bad receipt")
 			return
 		}

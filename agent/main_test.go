@@ -93,7 +93,9 @@ func testReceipts(prefix string, n int) []Receipt {
 			MessageID: fmt.Sprintf("wamid.%s.%04d", prefix, i/2),
 			Type:      types[i%2],
 			EventTime: time.UnixMilli(1_764_000_000_000 + int64(i)),
-			Version:   i % 3,
+		}
+		if i%3 == 1 { // the optional version: given for some, omitted for others
+			rs[i].Version = wireVersion[rs[i].Type]
 		}
 	}
 	return rs

@@ -19,9 +19,16 @@ type Receipt struct {
 	// EventTime is when the status happened; it is sent with millisecond
 	// precision.
 	EventTime time.Time
-	// Version is an optional ordering hint for the gateway; 0 sends none.
+	// Version is optional (0 sends none). When given it must agree with
+	// Type — sent=1, delivered=2, read=3, any for failed — as the gateway
+	// rejects a batch holding one that does not, and the merge orders by
+	// type anyway.
 	Version int
 }
+
+// wireVersion is the version the gateway expects for each type; failed has
+// none of its own.
+var wireVersion = map[wamux.ReceiptType]int{wamux.ReceiptSent: 1, wamux.ReceiptDelivered: 2, wamux.ReceiptRead: 3}
 
 func (r Receipt) validate() error {
 	if r.MessageID == "" || len(r.MessageID) > MaxMessageIDLen {
@@ -33,8 +40,8 @@ func (r Receipt) validate() error {
 	if r.EventTime.UnixMilli() <= 0 {
 		return wamux.Errorf(wamux.EInvalid, "agent: event_time must be after 1970")
 	}
-	if r.Version < 0 {
-		return wamux.Errorf(wamux.EInvalid, "agent: version must not be negative")
+	if want, ok := wireVersion[r.Type]; r.Version < 0 || (ok && r.Version != 0 && r.Version != want) {
+		return wamux.Errorf(wamux.EInvalid, "agent: version %d does not match type %s", r.Version, r.Type)
 	}
 	return nil
 }
