@@ -88,7 +88,7 @@ func simFlags(stderr io.Writer) (*flag.FlagSet, *simOptions) {
 	fs.DurationVar(&f.SlowDelay, "slow-delay", sim.SlowDelayDefault, "how late a --fault-slow answer comes")
 	fs.Float64Var(&f.Reset, "fault-reset", 0, "probability of resetting the connection without accepting")
 	fs.Float64Var(&f.ResetAfterAccept, "fault-reset-after-accept", 0, "probability of accepting, then resetting the connection")
-	fs.Func("fault-code", "answer with Meta error `code=probability` without accepting, e.g. 131048=0.01 (repeatable)", func(v string) error {
+	fs.Func("fault-code", "answer with a Meta error without accepting, given as `code=probability`, e.g. 131048=0.01 (repeatable)", func(v string) error {
 		k, p, ok := strings.Cut(v, "=")
 		code, err1 := strconv.Atoi(k)
 		prob, err2 := strconv.ParseFloat(p, 64)
