@@ -168,3 +168,39 @@ func TestCrashLeavesSendingAsUnknown(t *testing.T) {
 		t.Fatalf("resends = %v", got)
 	}
 }
+
+// earlyStatusProvider stores a delivered state for the wamid before the
+// send's response returns, as an agent's receipt overtaking the response
+// would.
+type earlyStatusProvider struct {
+	inner outbound.Provider
+	st    store.Store
+	acct  string
+}
+
+func (p *earlyStatusProvider) Send(ctx context.Context, dest cloudapi.Destination, msg wamux.Message) cloudapi.Result {
+	res := p.inner.Send(ctx, dest, msg)
+	if res.Outcome == cloudapi.Accepted {
+		err := p.st.PutStates(ctx, []store.MessageState{{StateKey: store.StateKey{AccountID: p.acct, MessageID: res.WAMID},
+			Type: wamux.ReceiptDelivered, EventTime: time.Now(), UpdatedAt: time.Now()}})
+		if err != nil {
+			panic(err)
+		}
+	}
+	return res
+}
+
+// TestStatusBeforeResponseIsApplied: a status for a wamid the gateway did
+// not know yet is applied once the send's response names that wamid.
+func TestStatusBeforeResponseIsApplied(t *testing.T) {
+	var ep *earlyStatusProvider
+	e := newEnv(t, envOpts{provider: func(base outbound.Provider) outbound.Provider {
+		ep = &earlyStatusProvider{inner: base, acct: "acc"}
+		return ep
+	}})
+	ep.st = e.store
+	e.addAccount("acc", "3004", 100, 10, sim.Limits{Rate: 1000})
+	m := textMsg(t, outbound.Request{AccountID: "acc", To: "15552226666"})
+	e.submit(m)
+	waitFor(t, "early delivered status applied", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusDelivered })
+}

@@ -1,6 +1,7 @@
 package outbound
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/provider/cloudapi"
+	"github.com/wamux/wamux/receipts"
 	"github.com/wamux/wamux/store"
 )
 
@@ -164,14 +166,49 @@ func (w *worker) finish(it *item, st wamux.Status, wamid string, lastErr *string
 		w.d.log.Error("store send outcome", "account_id", w.id, "msg_id", it.msg.ID, "status", st, "err", err)
 		return
 	}
-	if !ok && wamid != "" {
-		// A status webhook overtook the response and moved the message on;
-		// make sure it still learns its wamid.
-		if _, err := w.d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: it.msg.ID,
-			From:   []wamux.Status{wamux.StatusSent, wamux.StatusDelivered, wamux.StatusRead, wamux.StatusFailed, wamux.StatusAccepted, wamux.StatusUnknown},
-			Status: wamux.StatusAccepted, WAMID: wamid}); err != nil {
+	if wamid == "" {
+		return
+	}
+	if !ok {
+		// A status webhook overtook the response and moved the message
+		// on; it keeps its status but must still learn its wamid.
+		m, err := w.d.store.GetMessage(ctx, it.msg.ID)
+		if err == nil && m.WAMID == "" {
+			_, err = w.d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: m.ID, From: []wamux.Status{m.Status}, Status: m.Status, WAMID: wamid})
+		}
+		if err != nil {
 			w.d.log.Error("store wamid", "account_id", w.id, "msg_id", it.msg.ID, "err", err)
 		}
+		return
+	}
+	w.applyEarlyStatus(ctx, it.msg.ID, wamid)
+}
+
+// applyEarlyStatus brings a just-accepted message up to a status that
+// arrived before the send's response (an agent's receipt names only the
+// wamid, which was not known yet): the receipt pipeline stored the merged
+// state under the wamid, and it is applied here.
+func (w *worker) applyEarlyStatus(ctx context.Context, msgID, wamid string) {
+	key := store.StateKey{AccountID: w.id, MessageID: wamid}
+	states, err := w.d.store.GetStates(ctx, []store.StateKey{key})
+	if err != nil {
+		w.d.log.Error("read early status", "account_id", w.id, "msg_id", msgID, "err", err)
+		return
+	}
+	state, ok := states[key]
+	if !ok {
+		return
+	}
+	target, reason := receipts.MessageStatusFor(state)
+	if target == "" || target == wamux.StatusAccepted {
+		return
+	}
+	u := store.MessageUpdate{MsgID: msgID, From: receipts.ForwardFrom(target), Status: target}
+	if reason != "" {
+		u.LastError = &reason
+	}
+	if _, err := w.d.store.UpdateMessage(ctx, u); err != nil {
+		w.d.log.Error("apply early status", "account_id", w.id, "msg_id", msgID, "err", err)
 	}
 }
 

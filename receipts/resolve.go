@@ -69,12 +69,12 @@ func PermanentCode(code int) bool {
 	return cloudapi.Classify(http.StatusBadRequest, body, nil, nil).Outcome == cloudapi.Permanent
 }
 
-// forwardFrom lists the message statuses a status may replace: statuses
+// ForwardFrom lists the message statuses a status may replace: statuses
 // only move forward (accepted < sent < delivered < read), failed replaces
 // accepted and sent but never delivered or read, and a message whose send
 // is still unanswered (sending) or ambiguous (unknown) is resolved by any
 // status, since a status proves the provider accepted it.
-func forwardFrom(target wamux.Status) []wamux.Status {
+func ForwardFrom(target wamux.Status) []wamux.Status {
 	pending := []wamux.Status{wamux.StatusSending, wamux.StatusUnknown}
 	switch target {
 	case wamux.StatusAccepted:
@@ -158,7 +158,7 @@ func (p *Pipeline) resolve(ctx context.Context, rs []resolution) error {
 			p.m.resolved.WithLabelValues("unmatched").Inc()
 			continue
 		}
-		from := forwardFrom(target)
+		from := ForwardFrom(target)
 		if !slices.Contains(from, m.Status) {
 			p.m.resolved.WithLabelValues("stale").Inc()
 			continue
