@@ -25,10 +25,15 @@ import (
 
 // Defaults for Options fields left zero.
 const (
-	BusyTimeoutDefault  = 5 * time.Second
-	MaxBatchDefault     = 512
-	ReadConnsDefault    = 4
-	CacheKiBDefault     = 32 << 10
+	BusyTimeoutDefault = 5 * time.Second
+	MaxBatchDefault    = 512
+	ReadConnsDefault   = 4
+	CacheKiBDefault    = 32 << 10
+	// CheckpointEveryDefault paces the background WAL checkpoints.
+	CheckpointEveryDefault = 200 * time.Millisecond
+	// walSafetyPages is the writer's own auto-checkpoint threshold when a
+	// background checkpointer runs (≈ 40 MiB of WAL with 4 KiB pages).
+	walSafetyPages      = 10000
 	stmtCacheMaxDefault = 256
 )
 
@@ -46,6 +51,10 @@ type Options struct {
 	// default makes inserts into a large receipts table re-read index pages
 	// on every batch.
 	CacheKiB int
+	// CheckpointEvery is the least time between two background WAL
+	// checkpoints. A negative value turns the background checkpointer off
+	// and leaves checkpoints to SQLite inside the writer's commits.
+	CheckpointEvery time.Duration
 	// Now is the clock used for CreatedAt, UpdatedAt and similar stamps;
 	// tests inject one to control time.
 	Now func() time.Time
@@ -63,6 +72,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.CacheKiB <= 0 {
 		o.CacheKiB = CacheKiBDefault
+	}
+	if o.CheckpointEvery == 0 {
+		o.CheckpointEvery = CheckpointEveryDefault
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -83,6 +95,7 @@ type Store struct {
 	reqs   chan *request
 	done   chan struct{} // closed when the writer has drained and stopped
 	wconn  *sql.Conn
+	ckpt   *checkpointer // nil when checkpoints are left to the writer
 }
 
 var _ store.Store = (*Store)(nil)
@@ -104,7 +117,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	q.Add("_pragma", "busy_timeout("+busy+")")
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(FULL)")
+	base := q.Encode() // the checkpointer's connection: durable, no big cache
 	q.Add("_pragma", "cache_size(-"+strconv.Itoa(opts.CacheKiB)+")")
+	if opts.CheckpointEvery > 0 {
+		q.Add("_pragma", "wal_autocheckpoint("+strconv.Itoa(walSafetyPages)+")")
+	}
 	wdb, err := sql.Open("sqlite", path+"?"+q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open writer: %w", err)
@@ -137,6 +154,18 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	rdb.SetMaxOpenConns(opts.ReadConns)
 	rdb.SetMaxIdleConns(opts.ReadConns)
 	s.rdb = rdb
+
+	if opts.CheckpointEvery > 0 {
+		cdb, err := sql.Open("sqlite", path+"?"+base)
+		if err != nil {
+			_ = s.wconn.Close()
+			_ = wdb.Close()
+			_ = rdb.Close()
+			return nil, fmt.Errorf("sqlite: open checkpointer: %w", err)
+		}
+		cdb.SetMaxOpenConns(1)
+		s.ckpt = newCheckpointer(cdb, opts.CheckpointEvery)
+	}
 
 	s.reqs = make(chan *request, opts.MaxBatch)
 	s.done = make(chan struct{})
@@ -173,7 +202,11 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	<-s.done
 	s.closeReadStmts()
-	return errors.Join(s.wconn.Close(), s.wdb.Close(), s.rdb.Close())
+	var ckptErr error
+	if s.ckpt != nil {
+		ckptErr = s.ckpt.close()
+	}
+	return errors.Join(ckptErr, s.wconn.Close(), s.wdb.Close(), s.rdb.Close())
 }
 
 func (s *Store) isClosed() bool {

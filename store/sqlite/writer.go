@@ -69,6 +69,9 @@ func (s *Store) runWriter(w *writeTx) {
 			}
 		}
 		errs = s.commitBatch(w, batch, errs[:0])
+		if s.ckpt != nil {
+			s.ckpt.notify()
+		}
 		for i, r := range batch {
 			r.done <- errs[i]
 			batch[i] = nil

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/wamux/wamux"
 )
@@ -164,5 +166,31 @@ func TestDeadlineIsRecognisable(t *testing.T) {
 	_, err = s.GetAccount(ctx, "x")
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("read with expired context: %v", err)
+	}
+}
+
+// TestCloseStopsPacedCheckpointer: the checkpointer waits a whole
+// CheckpointEvery after each checkpoint; Close must not wait for that.
+func TestCloseStopsPacedCheckpointer(t *testing.T) {
+	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "c.db"), Options{CheckpointEvery: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if err := s.PutSettings(t.Context(), map[string]string{"k": strconv.Itoa(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(t.Context(), s.path, Options{CheckpointEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	got, err := s2.Settings(t.Context())
+	if err != nil || got["k"] != "2" {
+		t.Fatalf("after reopen: %v, %v", got, err)
 	}
 }

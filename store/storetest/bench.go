@@ -26,6 +26,7 @@ func Bench(b *testing.B, newStore NewBenchStore) {
 	b.Run("Receipts/single-64callers", func(b *testing.B) { benchReceipts(b, newStore(b), 1, 64) })
 	b.Run("Receipts/batch1000", func(b *testing.B) { benchReceipts(b, newStore(b), 1000, 1) })
 	b.Run("Receipts/batch1000-4callers", func(b *testing.B) { benchReceipts(b, newStore(b), 1000, 4) })
+	b.Run("Receipts/batch1000-randomids", func(b *testing.B) { benchReceipts(b, newStore(b), 1000, 1, randomIDs) })
 }
 
 // runCalls makes b.N calls of call(prepare(i)) from callers goroutines and
@@ -98,7 +99,24 @@ func benchMessages(b *testing.B, s store.Store, batch, callers int) {
 	})
 }
 
-func benchReceipts(b *testing.B, s store.Store, batch, callers int) {
+// receiptID makes the n-th message id of a benchmark. The default ids
+// share a prefix and count up, so each batch lands in a narrow range of
+// the key space; randomIDs scatters them the way real wamids are
+// scattered, so every row of a batch dirties a different index page once
+// the table outgrows the batch.
+type receiptID func(n int) string
+
+func countingIDs(n int) string { return "wamid.HBgL" + strconv.Itoa(n) }
+
+func randomIDs(n int) string {
+	return "wamid.HBgL" + strconv.FormatUint(uint64(n)*0x9E3779B97F4A7C15, 36)
+}
+
+func benchReceipts(b *testing.B, s store.Store, batch, callers int, ids ...receiptID) {
+	id := receiptID(countingIDs)
+	if len(ids) > 0 {
+		id = ids[0]
+	}
 	ctx := context.Background()
 	tmpl := testReceipt("w", "acc1", wamux.ReceiptDelivered)
 	types := []wamux.ReceiptType{wamux.ReceiptSent, wamux.ReceiptDelivered, wamux.ReceiptRead}
@@ -111,7 +129,7 @@ func benchReceipts(b *testing.B, s store.Store, batch, callers int) {
 		for j := range rs {
 			n := base + j
 			rs[j] = tmpl
-			rs[j].MessageID = "wamid.HBgL" + strconv.Itoa(n)
+			rs[j].MessageID = id(n)
 			rs[j].CallbackData = strconv.Itoa(n)
 			rs[j].Recipient = "+4917" + strconv.Itoa(n%100000)
 			rs[j].Type = types[n%len(types)]
