@@ -55,14 +55,9 @@ const maxResponseBody = 64 << 10
 // post sends recs once and classifies the answer. Error values never carry
 // the API key: it travels only in the request header.
 func (a *Agent) post(ctx context.Context, recs []record) attempt {
-	wire := make([]record, len(recs))
-	for i, r := range recs {
-		r.Seq = 0 // spool bookkeeping, not part of the contract
-		wire[i] = r
-	}
-	body, err := json.Marshal(batchRequest{AccountID: a.cfg.AccountID, Receipts: wire})
+	body, err := encodeBatch(a.cfg.AccountID, recs)
 	if err != nil {
-		return attempt{verdict: verdictReject, err: fmt.Errorf("agent: encode batch: %w", err)}
+		return attempt{verdict: verdictReject, err: err}
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.RequestTimeout)
 	defer cancel()
@@ -104,6 +99,20 @@ func (a *Agent) post(ctx context.Context, recs []record) attempt {
 		at.verdict = verdictRetry
 	}
 	return at
+}
+
+// encodeBatch is the request body for recs.
+func encodeBatch(accountID string, recs []record) ([]byte, error) {
+	wire := make([]record, len(recs))
+	for i, r := range recs {
+		r.Seq = 0 // spool bookkeeping, not part of the contract
+		wire[i] = r
+	}
+	body, err := json.Marshal(batchRequest{AccountID: accountID, Receipts: wire})
+	if err != nil {
+		return nil, fmt.Errorf("agent: encode batch: %w", err)
+	}
+	return body, nil
 }
 
 func parseError(data []byte) (code, message string) {

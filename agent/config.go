@@ -30,6 +30,9 @@ const (
 // other fields); real wamids need a hundred bytes.
 const MaxBatchLimit = 1000
 
+// MaxAccountIDLen bounds the account id, which every request carries once.
+const MaxAccountIDLen = 256
+
 // Config configures an Agent. GatewayURL, APIKey, AccountID and SpoolDir are
 // required; every other zero field takes its default.
 type Config struct {
@@ -98,8 +101,8 @@ func (cfg Config) withDefaults() (Config, error) {
 		// the header later.
 		return cfg, wamux.Errorf(wamux.EInvalid, "agent: APIKey must not contain spaces or control characters")
 	}
-	if cfg.AccountID == "" {
-		return cfg, wamux.Errorf(wamux.EInvalid, "agent: AccountID is required")
+	if cfg.AccountID == "" || len(cfg.AccountID) > MaxAccountIDLen {
+		return cfg, wamux.Errorf(wamux.EInvalid, "agent: AccountID must have 1 to %d bytes", MaxAccountIDLen)
 	}
 	if cfg.SpoolDir == "" {
 		return cfg, wamux.Errorf(wamux.EInvalid, "agent: SpoolDir is required")

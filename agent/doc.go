@@ -10,6 +10,17 @@
 // a gateway outage or a kill -9 therefore costs time, never data: a new
 // Agent on the same SpoolDir re-sends everything that was not acked.
 //
+// Durability has a price per call: one Report waits for one fsync, shared
+// with whatever other Reports run at the same time. A caller that has many
+// receipts at once should hand them over with ReportBatch, which makes them
+// durable together.
+//
+// A batch the gateway rejects for good (a 4xx other than 408 and 429: bad
+// input, unknown account, wrong key) is not retried: it is written to the
+// dead-letter file, logged and dropped from the spool, so one bad batch
+// never blocks the ones behind it. Report validates receipts the way the
+// gateway does, so in practice only configuration errors end there.
+//
 // Delivery is at least once. A batch whose ack was lost is sent again; the
 // gateway deduplicates on (message_id, account_id, type), so the repeat is
 // counted as a duplicate there and changes nothing. To keep such repeats

@@ -1,11 +1,10 @@
 package agent
 
 import (
-	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -51,32 +50,31 @@ func TestFlushOnInterval(t *testing.T) {
 // gateway's 8 MiB body limit.
 func TestLargestBatchFitsBodyLimit(t *testing.T) {
 	t.Parallel()
-	g := newGateway(t)
-	a := newTestAgent(t, g, t.TempDir(), func(c *Config) {
-		c.MaxBatch, c.FlushEvents, c.FlushInterval = MaxBatchLimit, MaxBatchLimit, time.Hour
-	})
-	rs := make([]Receipt, MaxBatchLimit)
-	for i := range rs {
-		// Control characters are escaped to six bytes each in JSON.
-		id := fmt.Sprintf("wamid.%04d.", i)
-		rs[i] = Receipt{MessageID: id + strings.Repeat("\x01", MaxMessageIDLen-len(id)),
-			Type: wamux.ReceiptRead, EventTime: time.UnixMilli(1_764_000_000_000)}
-	}
-	// Many reporters make large write groups: fewer fsyncs.
-	var wg sync.WaitGroup
-	for w := range 50 {
-		wg.Go(func() {
-			for i := w; i < len(rs); i += 50 {
-				if err := a.Report(context.Background(), rs[i]); err != nil {
-					t.Errorf("Report: %v", err)
-				}
+	for name, fill := range map[string]string{
+		"control characters": "\x01", // escaped to \u0001
+		"html characters":    "<",    // escaped to \u003c
+		"invalid utf-8":      "\xff", // replaced by \ufffd
+	} {
+		recs := make([]record, MaxBatchLimit)
+		for i := range recs {
+			id := fmt.Sprintf("wamid.%04d.", i)
+			r := Receipt{MessageID: id + strings.Repeat(fill, MaxMessageIDLen-len(id)),
+				Type: wamux.ReceiptDelivered, EventTime: time.UnixMilli(math.MaxInt64), Version: 2}
+			if err := r.validate(); err != nil {
+				t.Fatalf("%s: %v", name, err)
 			}
-		})
+			recs[i] = newRecord(r)
+			recs[i].Seq = math.MaxUint64
+			if _, err := appendRecord(nil, recs[i]); err != nil {
+				t.Fatalf("%s: the worst receipt does not fit a spool record: %v", name, err)
+			}
+		}
+		body, err := encodeBatch(strings.Repeat("\x01", MaxAccountIDLen), recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(body) > 8<<20 || len(body) < 5<<20 {
+			t.Errorf("%s: worst-case body is %d bytes, want between 5 MiB (near the worst case) and 8 MiB", name, len(body))
+		}
 	}
-	wg.Wait()
-	closeAgent(t, a)
-	if c := g.counts(); !slices.Equal(c.sizes, []int{MaxBatchLimit}) {
-		t.Fatalf("batches = %v (%d requests), want one of %d", c.sizes, c.requests, MaxBatchLimit)
-	}
-	g.wantStored(t, rs)
 }

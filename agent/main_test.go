@@ -47,6 +47,7 @@ func childReport(stream bool) int {
 		BackoffBase:    time.Millisecond,
 		BackoffCap:     5 * time.Millisecond,
 		RequestTimeout: time.Hour, // a hanging gateway holds the batch until the kill
+		MaxBatch:       100,       // the first batch never holds everything
 		Logger:         slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
 	})
 	if err != nil {
