@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -121,5 +122,35 @@ func TestGoldenCallbackDataEchoed(t *testing.T) {
 	m := h.s.Messages(num, "")
 	if len(m) != 1 || !strings.HasPrefix(m[0].CallbackData, "gw:acct42:msg:") {
 		t.Fatalf("messages %+v", m)
+	}
+}
+
+// TestReferenceSamplesCurrent checks that testdata/reference still holds
+// the samples of the shared reference, when the reference is beside the
+// repository (as in CI and the developers' trees).
+func TestReferenceSamplesCurrent(t *testing.T) {
+	md, err := os.ReadFile(filepath.Join("..", "..", "shared", "reference", "cloudapi.md"))
+	if err != nil {
+		t.Skipf("reference not beside the repository: %v", err)
+	}
+	var blocks []any
+	for _, part := range strings.Split(string(md), "```json\n")[1:] {
+		var v any
+		if json.Unmarshal([]byte(strings.SplitN(part, "```", 2)[0]), &v) == nil {
+			blocks = append(blocks, v)
+		}
+	}
+	files, err := filepath.Glob(filepath.Join("testdata", "reference", "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no samples: %v", err)
+	}
+	for _, f := range files {
+		var v any
+		if err := json.Unmarshal(reference(t, filepath.Base(f)), &v); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(blocks, func(b any) bool { return reflect.DeepEqual(b, v) }) {
+			t.Errorf("%s is no longer a sample of the reference", f)
+		}
 	}
 }
