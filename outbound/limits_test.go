@@ -164,3 +164,41 @@ func TestRoutingIsStickyAndMovesOffDisabledAccounts(t *testing.T) {
 		t.Fatalf("new recipients routed to the disabled account: %v", used)
 	}
 }
+
+// TestPairLimitHoldsOnlyThatRecipient: Meta answers 131056 for one
+// recipient; that recipient backs off (1 s, then 4 s, …) while the
+// account's other recipients go on.
+func TestPairLimitHoldsOnlyThatRecipient(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.addAccount("acc", "4005", 100, 10, sim.Limits{Rate: 1000, PairInterval: time.Hour, PairBurst: 2})
+	busy := "15556660000"
+	var toBusy []wamux.Message
+	for i := 1; i <= 3; i++ {
+		toBusy = append(toBusy, textMsg(t, outbound.Request{AccountID: "acc", ClientSeq: seqp(int64(i)), To: busy}))
+	}
+	e.submit(toBusy...)
+	waitFor(t, "a 131056", 10*time.Second, func() bool {
+		return metric(t, e, "wamux_provider_throttled_total", map[string]string{"code": "131056"}) >= 1
+	})
+	var others []wamux.Message
+	for i := 0; i < 20; i++ {
+		others = append(others, textMsg(t, outbound.Request{AccountID: "acc", To: fmt.Sprintf("1555666%04d", i+1)}))
+	}
+	e.submit(others...)
+	waitFor(t, "the other recipients' messages accepted", 10*time.Second, func() bool {
+		for _, m := range others {
+			if e.status(m.ID) != wamux.StatusAccepted {
+				return false
+			}
+		}
+		return true
+	})
+	if s := e.status(toBusy[2].ID); s != wamux.StatusQueued {
+		t.Fatalf("the pair-limited message is %s, want queued for a retry", s)
+	}
+	// Back-off grows: in the time the others took, it was tried at most
+	// a few times (at 0 s, 1 s, 5 s), never in a tight loop.
+	if hits := e.sim.Stats().Totals.PairOverLimit; hits < 1 || hits > 3 {
+		t.Fatalf("pair limit hits %d, want 1 to 3", hits)
+	}
+}

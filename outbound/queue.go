@@ -21,6 +21,9 @@ type item struct {
 	// resend: the compensator found nothing; the next attempt resends the
 	// same msg_id and is counted as a resend.
 	resend bool
+	// pairHits counts 131056 answers for this message in a row; the
+	// recipient waits 4^pairHits seconds after the next one.
+	pairHits int
 	// counted: included in the worker's unknown-outcome count (owned by
 	// the worker's run goroutine, like the count).
 	counted bool

@@ -96,7 +96,10 @@ func (w *worker) send(it *item) (action, time.Duration) {
 		d.metrics.retries.WithLabelValues(w.id, "pair_limit").Inc()
 		d.pairs.OnPairLimited(w.id, it.msg.To)
 		w.requeue(it, reason)
-		return actRetry, max(res.Delay, s.PairInterval)
+		// Meta's advice for 131056: wait 4^X seconds, X the hits so far.
+		delay := max(res.Delay, s.PairInterval, cloudapi.PairBackoff(it.pairHits))
+		it.pairHits++
+		return actRetry, delay
 
 	case cloudapi.Cooldown:
 		until := now.Add(max(res.Delay, s.CooldownMin))
