@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -88,5 +89,29 @@ func TestBackoffGrowsAndIsCapped(t *testing.T) {
 	}
 	if st := a.Stats(); st.Retries != fails {
 		t.Errorf("Retries = %d, want %d", st.Retries, fails)
+	}
+}
+
+// 429 is retried, not dead-lettered, and its Retry-After is honoured up to
+// BackoffCap.
+func TestTooManyRequestsHonoursRetryAfter(t *testing.T) {
+	t.Parallel()
+	g := newGateway(t)
+	g.setMode(gwOK, gwThrottle, gwThrottle)
+	clock := &recordingClock{}
+	a := newTestAgent(t, g, t.TempDir(), func(c *Config) {
+		c.BackoffBase, c.BackoffCap, c.Clock = time.Millisecond, 5*time.Second, clock
+	})
+	rs := testReceipts("throttle", 4)
+	reportAll(t, a, rs)
+	closeAgent(t, a)
+	g.wantStored(t, rs)
+	clock.mu.Lock()
+	defer clock.mu.Unlock()
+	if want := []time.Duration{5 * time.Second, 5 * time.Second}; !slices.Equal(clock.delays, want) {
+		t.Errorf("waits = %v, want %v (Retry-After 7 s capped at 5 s)", clock.delays, want)
+	}
+	if st := a.Stats(); st.Retries != 2 || st.DeadLettered != 0 {
+		t.Errorf("Stats = %+v, want 2 retries, nothing dead-lettered", st)
 	}
 }

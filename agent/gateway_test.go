@@ -27,11 +27,12 @@ const (
 type gwMode int
 
 const (
-	gwOK      gwMode = iota // store, then 200
-	gwFail                  // 503 without storing
-	gwHang                  // hold the request until the client gives up or the test releases it, then 503
-	gwLoseAck               // store, then 503: the ack is lost on the way
-	gwReject                // 400 without storing
+	gwOK       gwMode = iota // store, then 200
+	gwFail                   // 503 without storing
+	gwHang                   // hold the request until the client gives up or the test releases it, then 503
+	gwLoseAck                // store, then 503: the ack is lost on the way
+	gwReject                 // 400 without storing
+	gwThrottle               // 429 with Retry-After: 7 without storing
 )
 
 // gateway implements the POST /v1/receipts:batch contract on the real
@@ -155,6 +156,10 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case gwReject:
 		gwError(w, http.StatusBadRequest, wamux.EInvalid, "rejected by test")
+		return
+	case gwThrottle:
+		w.Header().Set("Retry-After", "7")
+		gwError(w, http.StatusTooManyRequests, wamux.ERateLimited, "slow down")
 		return
 	case gwHang:
 		select {
