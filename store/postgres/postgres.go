@@ -24,11 +24,16 @@ type Options struct {
 	// every pooled connection, so several gateways (or test runs) can share
 	// one database without seeing each other's tables.
 	Schema string
-	// MaxConns caps the pool; 0 keeps pgxpool's default (max(4, CPUs)).
+	// MaxConns caps the pool; 0 means MaxConnsDefault. More connections
+	// than cores pay off: a commit mostly waits for the WAL flush, and
+	// PostgreSQL flushes the commits of concurrent sessions together.
 	MaxConns int32
 	// Now is the clock used for CreatedAt, UpdatedAt and similar stamps.
 	Now func() time.Time
 }
+
+// MaxConnsDefault is the pool size when Options.MaxConns is 0.
+const MaxConnsDefault = 16
 
 // Store implements store.Store on PostgreSQL.
 type Store struct {
@@ -57,6 +62,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		}
 		cfg.ConnConfig.RuntimeParams["search_path"] = opts.Schema
 	}
+	cfg.MaxConns = MaxConnsDefault
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
 	}
