@@ -25,6 +25,9 @@ type partition struct {
 	firstAt   time.Time // when the oldest queued receipt was queued
 	spillFrom int64     // lowest spilled log id, noSpill when none
 	wake      chan struct{}
+	// acked is closed when the last batch's acknowledgement is done; the
+	// processor's goroutine alone reads and replaces it.
+	acked chan struct{}
 }
 
 func newPartition(id int, m *metrics) *partition {
@@ -158,9 +161,9 @@ func (p *Pipeline) sleep(pt *partition, d time.Duration) bool {
 // bounded retry, the batch stays in the log, the partition is marked to
 // read it back, and false tells the caller to back off.
 func (p *Pipeline) processOrSpill(pt *partition, batch []store.LoggedReceipt) bool {
-	n, err := p.process(p.ctx, pt.id, batch, false)
+	err := p.process(p.ctx, pt.id, batch, false)
 	if err == nil {
-		p.markProcessed(n)
+		p.ackAsync(pt, batch)
 		return true
 	}
 	if !transient(err) && p.ctx.Err() == nil {
@@ -226,8 +229,13 @@ func (p *Pipeline) reload(pt *partition, from int64) {
 func (p *Pipeline) isolatePoison(pt *partition, batch []store.LoggedReceipt) bool {
 	for i := range batch {
 		one := batch[i : i+1]
-		n, err := p.process(p.ctx, pt.id, one, false)
+		err := p.process(p.ctx, pt.id, one, false)
 		if err == nil {
+			n, err := p.ack(p.ctx, one)
+			if err != nil {
+				pt.spill(one[0].ID)
+				return false
+			}
 			p.markProcessed(n)
 			continue
 		}
@@ -241,7 +249,7 @@ func (p *Pipeline) isolatePoison(pt *partition, batch []store.LoggedReceipt) boo
 			pt.spill(one[0].ID)
 			return false
 		}
-		n, err = p.st.AckReceiptLog(p.ctx, []int64{one[0].ID})
+		n, err := p.ack(p.ctx, one)
 		if err != nil {
 			pt.spill(one[0].ID)
 			return false
@@ -249,4 +257,33 @@ func (p *Pipeline) isolatePoison(pt *partition, batch []store.LoggedReceipt) boo
 		p.markProcessed(n)
 	}
 	return true
+}
+
+// ackAsync acknowledges a batch whose effects are durable while the
+// processor goes on with the next one, so the delete shares a commit with
+// the next batch's writes instead of costing a commit of its own. At most
+// one acknowledgement per partition is in flight. If it fails, the batch
+// stays in the log: read back, it is found stored and changes nothing.
+func (p *Pipeline) ackAsync(pt *partition, batch []store.LoggedReceipt) {
+	if pt.acked != nil {
+		<-pt.acked
+	}
+	done := make(chan struct{})
+	pt.acked = done
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer close(done)
+		n, err := p.ack(p.ctx, batch)
+		if err != nil {
+			lowest := batch[0].ID
+			for _, l := range batch {
+				lowest = min(lowest, l.ID)
+			}
+			pt.spill(lowest)
+			pt.poke()
+			return
+		}
+		p.markProcessed(n)
+	}()
 }

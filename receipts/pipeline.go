@@ -20,7 +20,7 @@ import (
 
 // Defaults of Config.
 const (
-	PartitionsDefault = 4
+	PartitionsDefault = 8
 	// BatchMinDefault and BatchWaitDefault: a partition processes as soon
 	// as 50 receipts wait, or 200 ms after the first one arrived.
 	BatchMinDefault  = 50
@@ -42,7 +42,9 @@ type Config struct {
 	// Settings supply late_window and the degradation switches (bloom,
 	// apply_state), read on every batch; without them the defaults apply.
 	Settings *settings.Manager
-	Logger   *slog.Logger
+	// LateWindow is used when there are no Settings; default 5 min.
+	LateWindow time.Duration
+	Logger     *slog.Logger
 	// Now is the clock of the merge (late window, UpdatedAt) and of the
 	// Bloom buckets; time.Now when nil.
 	Now        func() time.Time
@@ -232,7 +234,10 @@ func (p *Pipeline) recover(ctx context.Context) error {
 		after = page[len(page)-1].ID
 		for start := 0; start < len(page); start += p.cfg.BatchMax {
 			batch := page[start:min(start+p.cfg.BatchMax, len(page))]
-			if _, err := p.process(ctx, -1, batch, true); err != nil {
+			if err := p.process(ctx, -1, batch, true); err != nil {
+				return fmt.Errorf("receipts: recover the receipt log: %w", err)
+			}
+			if _, err := p.ack(ctx, batch); err != nil {
 				return fmt.Errorf("receipts: recover the receipt log: %w", err)
 			}
 		}

@@ -32,7 +32,7 @@ func TestPipelineConverges(t *testing.T) {
 		nMsgs := rapid.IntRange(1, 8).Draw(rt, "messages")
 		var uniq []wamux.Receipt
 		seen := map[store.ReceiptKey]bool{}
-		for range rapid.IntRange(1, 40).Draw(rt, "receipts") {
+		for range rapid.IntRange(1, 30).Draw(rt, "receipts") {
 			r := wamux.Receipt{
 				AccountID: fmt.Sprintf("run%d-acc%d", run, rapid.IntRange(0, 2).Draw(rt, "account")),
 				MessageID: fmt.Sprintf("wamid.%d", rapid.IntRange(0, nMsgs-1).Draw(rt, "message")),
@@ -50,7 +50,7 @@ func TestPipelineConverges(t *testing.T) {
 			uniq = append(uniq, r)
 		}
 		stream := append([]wamux.Receipt(nil), uniq...)
-		for range rapid.IntRange(0, 30).Draw(rt, "duplicates") {
+		for range rapid.IntRange(0, 20).Draw(rt, "duplicates") {
 			stream = append(stream, uniq[rapid.IntRange(0, len(uniq)-1).Draw(rt, "dup")])
 		}
 		perm := rapid.Permutation(stream).Draw(rt, "order")

@@ -29,7 +29,7 @@ func TestTinyBloomLosesNothing(t *testing.T) {
 				LRU:   receipts.LRUConfig{PerAccount: 1}, // let repeats reach L2 and L3
 			})
 			var uniq []wamux.Receipt
-			for i := range 1500 {
+			for i := range 800 {
 				for _, typ := range []wamux.ReceiptType{wamux.ReceiptSent, wamux.ReceiptDelivered} {
 					uniq = append(uniq, rcpt("acc1", fmt.Sprintf("wamid.%d", i), typ, i))
 				}

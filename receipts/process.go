@@ -10,12 +10,12 @@ import (
 )
 
 // process takes one batch of logged receipts of one partition (part -1:
-// recovery at Start) through L2, L3, the merge and message resolution,
-// then acknowledges them in the log, and returns how many log entries that
-// removed. remerge merges receipts the dedup layers call stored (see
-// recover). Store failures are retried (bounded); an error means the
-// batch is still in the log, unacknowledged, and may be processed again.
-func (p *Pipeline) process(ctx context.Context, part int, batch []store.LoggedReceipt, remerge bool) (int, error) {
+// recovery at Start) through L2, L3, the merge and message resolution;
+// when it returns nil all of that is durable and the caller acknowledges
+// the batch in the log (ack). remerge merges receipts the dedup layers call
+// stored (see recover). Store failures are retried (bounded); an error
+// means the batch is still in the log and may be processed again.
+func (p *Pipeline) process(ctx context.Context, part int, batch []store.LoggedReceipt, remerge bool) error {
 	now := p.now().UTC()
 	lateWindow := p.lateWindow()
 	keys := make([]store.ReceiptKey, len(batch))
@@ -41,7 +41,7 @@ func (p *Pipeline) process(ctx context.Context, part int, batch []store.LoggedRe
 			return err
 		})
 		if err != nil {
-			return 0, err
+			return err
 		}
 		layer := LayerBloom
 		if st.Hits == 0 && st.Checked > 0 { // Bloom off: every key was looked up
@@ -85,7 +85,7 @@ func (p *Pipeline) process(ctx context.Context, part int, batch []store.LoggedRe
 			return err
 		})
 		if err != nil {
-			return 0, err
+			return err
 		}
 	}
 	var merge []int // indexes into batch
@@ -104,24 +104,10 @@ func (p *Pipeline) process(ctx context.Context, part int, batch []store.LoggedRe
 	decisions := make([]Decision, len(batch))
 	out, err := p.merge(ctx, batch, merge, decisions, now, lateWindow)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	if err := p.resolve(ctx, out.resolve); err != nil {
-		return 0, err
-	}
-
-	ids := make([]int64, len(batch))
-	for i := range batch {
-		ids[i] = batch[i].ID
-	}
-	var acked int
-	err = p.retry(ctx, "acknowledge receipt log", func(ctx context.Context) error {
-		var err error
-		acked, err = p.st.AckReceiptLog(ctx, ids)
 		return err
-	})
-	if err != nil {
-		return 0, err
 	}
 
 	done := p.now()
@@ -135,7 +121,7 @@ func (p *Pipeline) process(ctx context.Context, part int, batch []store.LoggedRe
 		}
 		p.cfg.Observer(obs)
 	}
-	return acked, nil
+	return nil
 }
 
 func (p *Pipeline) countDedup(layer string, n int) {
@@ -157,6 +143,9 @@ func (p *Pipeline) countDedup(layer string, n int) {
 
 func (p *Pipeline) lateWindow() time.Duration {
 	if p.set == nil {
+		if p.cfg.LateWindow > 0 {
+			return p.cfg.LateWindow
+		}
 		return 5 * time.Minute
 	}
 	return p.set.Current().LateWindow
@@ -254,4 +243,20 @@ func (p *Pipeline) merge(ctx context.Context, batch []store.LoggedReceipt, idx [
 		return mergeOutcome{}, fmt.Errorf("receipts: merge: %w", err)
 	}
 	return out, nil
+}
+
+// ack deletes a processed batch from the log and reports how many entries
+// were still there.
+func (p *Pipeline) ack(ctx context.Context, batch []store.LoggedReceipt) (int, error) {
+	ids := make([]int64, len(batch))
+	for i := range batch {
+		ids[i] = batch[i].ID
+	}
+	var n int
+	err := p.retry(ctx, "acknowledge receipt log", func(ctx context.Context) error {
+		var err error
+		n, err = p.st.AckReceiptLog(ctx, ids)
+		return err
+	})
+	return n, err
 }

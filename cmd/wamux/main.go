@@ -60,11 +60,3 @@ func usage(w io.Writer, cmds map[string]command) {
 	}
 	fmt.Fprintln(w, "\nrun 'wamux <command> --help' for its flags")
 }
-
-// notImplemented answers for a subcommand whose issue has not landed yet.
-func notImplemented(name string) func(context.Context, []string, io.Writer, io.Writer) int {
-	return func(_ context.Context, _ []string, _, stderr io.Writer) int {
-		fmt.Fprintf(stderr, "wamux %s: not implemented yet\n", name)
-		return 2
-	}
-}

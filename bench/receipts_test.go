@@ -1,0 +1,53 @@
+package bench
+
+import (
+	"context"
+	"testing"
+)
+
+// TestRunReceiptsSmall runs the receipts benchmark end to end at a small
+// size: the pipeline must lose nothing, apply nothing twice and end in
+// the independently computed states, and every layer's counts must add up.
+func TestRunReceiptsSmall(t *testing.T) {
+	rep, err := RunReceipts(context.Background(), ReceiptsConfig{Receipts: 5000, Dup: 0.2, Reorder: 0.1, Batch: 50, Callers: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Lost != 0 || rep.DoubleApplied != 0 || rep.FinalStateMismatches != 0 {
+		t.Fatalf("lost %d, double applied %d, mismatches %d", rep.Lost, rep.DoubleApplied, rep.FinalStateMismatches)
+	}
+	if rep.Distinct != 4000 || rep.Receipts != 5000 {
+		t.Fatalf("generated %d receipts, %d distinct; want 5000, 4000", rep.Receipts, rep.Distinct)
+	}
+	dups := rep.DedupHits["batch"] + rep.DedupHits["lru"] + rep.DedupHits["bloom"] + rep.DedupHits["store"]
+	if dups != 1000 || rep.Applied+rep.Ignored != 4000 {
+		t.Fatalf("dedup hits %v (sum %d, want 1000), applied %d + ignored %d (want 4000)", rep.DedupHits, dups, rep.Applied, rep.Ignored)
+	}
+	if rep.ReceiptsPerSec <= 0 || rep.BaselineRowsPerSec <= 0 || rep.Ratio <= 0 {
+		t.Fatalf("rates not measured: %+v", rep)
+	}
+}
+
+// TestGenerateReceipts: the stream holds N receipts, N×dup of them
+// repeats, and the expected state of a message is its strongest receipt.
+func TestGenerateReceipts(t *testing.T) {
+	w, err := generateReceipts(ReceiptsConfig{Receipts: 10000, Dup: 0.2, Reorder: 0.1, Accounts: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(w.stream) != 10000 || len(w.uniq) != 8000 || len(w.index) != 8000 {
+		t.Fatalf("stream %d, distinct %d, index %d", len(w.stream), len(w.uniq), len(w.index))
+	}
+	moved := 0
+	for i := 1; i < len(w.stream); i++ {
+		if w.stream[i].EventTime.Before(w.stream[i-1].EventTime) {
+			moved++
+		}
+	}
+	if moved < 500 {
+		t.Fatalf("only %d receipts arrive before an earlier event; the stream is hardly reordered", moved)
+	}
+	if _, err := generateReceipts(ReceiptsConfig{Receipts: 10000, Messages: 10, Accounts: 3, Dup: 0.1}); err == nil {
+		t.Fatal("10 messages cannot carry 10000 distinct receipts, yet no error")
+	}
+}

@@ -1,0 +1,215 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/httpapi"
+	"github.com/wamux/wamux/provider/cloudapi"
+	"github.com/wamux/wamux/receipts"
+)
+
+// WebhookConfig configures `wamux bench webhook`.
+type WebhookConfig struct {
+	// Posts per handler; Statuses per POST; Concurrency POSTs in flight.
+	Posts       int
+	Statuses    int
+	Concurrency int
+	// Store is "sqlite" or a PostgreSQL URL, as for RunReceipts.
+	Store string
+}
+
+// WebhookReport compares the real webhook handler with a bare one.
+type WebhookReport struct {
+	Store           string  `json:"store"`
+	Posts           int     `json:"posts"`
+	StatusesPerPost int     `json:"statuses_per_post"`
+	Concurrency     int     `json:"concurrency"`
+	PostsPerSec     float64 `json:"posts_per_sec"`
+	BarePostsPerSec float64 `json:"bare_posts_per_sec"`
+	Ratio           float64 `json:"ratio_to_bare"`
+	P50Ms           float64 `json:"latency_p50_ms"`
+	P99Ms           float64 `json:"latency_p99_ms"`
+	BareP50Ms       float64 `json:"bare_latency_p50_ms"`
+	BareP99Ms       float64 `json:"bare_latency_p99_ms"`
+	// Processed is how many statuses the pipeline merged in the end (all
+	// of them: every POST carries new ones).
+	Processed int64 `json:"processed"`
+}
+
+const benchAppSecret = "bench-app-secret"
+
+// RunWebhook sends the same signed notifications, over loopback HTTP, to
+// the real handler (signature, parse, account lookup, durable append on a
+// real store, 200) and to a bare net/http handler that only reads the body
+// and checks the HMAC, and reports POSTs per second of each.
+func RunWebhook(ctx context.Context, cfg WebhookConfig) (WebhookReport, error) {
+	if cfg.Posts <= 0 {
+		cfg.Posts = 20_000
+	}
+	if cfg.Statuses <= 0 {
+		cfg.Statuses = 1
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 32
+	}
+	if cfg.Store == "" {
+		cfg.Store = "sqlite"
+	}
+	rep := WebhookReport{Store: storeKind(cfg.Store), Posts: cfg.Posts, StatusesPerPost: cfg.Statuses, Concurrency: cfg.Concurrency}
+	const phone = "106540352242922"
+	bodies := make([][]byte, cfg.Posts)
+	sigs := make([]string, cfg.Posts)
+	ts := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Unix()
+	for i := range bodies {
+		var sts []string
+		for j := range cfg.Statuses {
+			sts = append(sts, fmt.Sprintf(`{"id":"wamid.HBgL%08d%04d","status":"delivered","timestamp":"%d","recipient_id":"16505551234",`+
+				`"biz_opaque_callback_data":"msg-%d-%d","pricing":{"billable":true,"pricing_model":"PMP","type":"regular","category":"utility"}}`,
+				i, j, ts+int64(i), i, j))
+		}
+		bodies[i] = []byte(`{"object":"whatsapp_business_account","entry":[{"id":"102290129340398","changes":[{"value":{"messaging_product":"whatsapp",` +
+			`"metadata":{"display_phone_number":"15550783881","phone_number_id":"` + phone + `"},"statuses":[` + strings.Join(sts, ",") +
+			`]},"field":"messages"}]}]}`)
+		sigs[i] = cloudapi.Sign(bodies[i], benchAppSecret)
+	}
+
+	bare := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, httpapi.MaxBodyWebhook))
+		if err != nil {
+			w.WriteHeader(http.StatusRequestEntityTooLarge)
+			return
+		}
+		if !cloudapi.VerifySignature(r.Header.Get(cloudapi.SignatureHeader), body, benchAppSecret) {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer bare.Close()
+
+	st, closeStore, err := openBenchStore(ctx, cfg.Store)
+	if err != nil {
+		return rep, err
+	}
+	defer closeStore()
+	if _, err := st.CreateAccount(ctx, wamux.Account{ID: "acc1", PhoneNumberID: phone, AccessToken: "bench-token",
+		BaseURL: wamux.DefaultBaseURL, RatePerSec: 80, Burst: 80, State: wamux.AccountActive}); err != nil {
+		return rep, err
+	}
+	reg := prometheus.NewRegistry()
+	pipe, err := receipts.New(receipts.Config{Store: st, Registry: reg})
+	if err != nil {
+		return rep, err
+	}
+	if err := pipe.Start(ctx); err != nil {
+		return rep, err
+	}
+	defer pipe.Stop(context.Background())
+	api, err := httpapi.New(httpapi.Config{Store: st, Registry: reg, Logger: slog.New(slog.DiscardHandler),
+		APIKeys: []string{"bench-key"}, Receipts: pipe, AppSecret: benchAppSecret})
+	if err != nil {
+		return rep, err
+	}
+	real := httptest.NewServer(api)
+	defer real.Close()
+
+	client := &http.Client{Transport: &http.Transport{MaxIdleConns: cfg.Concurrency * 2, MaxIdleConnsPerHost: cfg.Concurrency * 2}}
+	defer client.CloseIdleConnections()
+	// Warm both paths (connections, statement caches) before measuring.
+	if _, _, err := post(ctx, client, bare.URL, bodies[:min(200, len(bodies))], sigs, cfg.Concurrency); err != nil {
+		return rep, err
+	}
+	secs, lat, err := post(ctx, client, bare.URL, bodies, sigs, cfg.Concurrency)
+	if err != nil {
+		return rep, fmt.Errorf("bench webhook: bare handler: %w", err)
+	}
+	rep.BarePostsPerSec = float64(len(bodies)) / secs
+	rep.BareP50Ms, rep.BareP99Ms = lat[0], lat[1]
+	secs, lat, err = post(ctx, client, real.URL+"/webhook", bodies, sigs, cfg.Concurrency)
+	if err != nil {
+		return rep, fmt.Errorf("bench webhook: real handler: %w", err)
+	}
+	rep.PostsPerSec = float64(len(bodies)) / secs
+	rep.P50Ms, rep.P99Ms = lat[0], lat[1]
+	rep.Ratio = rep.PostsPerSec / rep.BarePostsPerSec
+	if err := pipe.Flush(ctx); err != nil {
+		return rep, err
+	}
+	rep.Processed = pipe.Stats().Applied
+	return rep, nil
+}
+
+// post sends every body once with `concurrency` POSTs in flight and
+// returns the elapsed seconds and the p50/p99 latency in ms; any answer
+// but 200 is an error.
+func post(ctx context.Context, client *http.Client, url string, bodies [][]byte, sigs []string, concurrency int) (float64, [2]float64, error) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, concurrency)
+	lats := make([][]float64, concurrency)
+	start := time.Now()
+	for c := range concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(bodies) || ctx.Err() != nil {
+					return
+				}
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(bodies[i]))
+				if err != nil {
+					errs[c] = err
+					return
+				}
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set(cloudapi.SignatureHeader, sigs[i])
+				t := time.Now()
+				res, err := client.Do(req)
+				if err != nil {
+					errs[c] = err
+					return
+				}
+				_, _ = io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if res.StatusCode != http.StatusOK {
+					errs[c] = fmt.Errorf("POST answered %d", res.StatusCode)
+					return
+				}
+				lats[c] = append(lats[c], float64(time.Since(t).Microseconds())/1000)
+			}
+		}()
+	}
+	wg.Wait()
+	secs := time.Since(start).Seconds()
+	var all []float64
+	for _, l := range lats {
+		all = append(all, l...)
+	}
+	if err := errors.Join(append(errs, ctx.Err())...); err != nil {
+		return 0, [2]float64{}, err
+	}
+	slices.Sort(all)
+	q := func(p float64) float64 {
+		if len(all) == 0 {
+			return 0
+		}
+		return all[min(len(all)-1, int(p*float64(len(all))))]
+	}
+	return secs, [2]float64{q(0.5), q(0.99)}, nil
+}

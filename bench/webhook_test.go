@@ -1,0 +1,21 @@
+package bench
+
+import (
+	"context"
+	"testing"
+)
+
+// TestRunWebhookSmall: both handlers answer every signed POST 200, and
+// every status the real handler took is merged in the end.
+func TestRunWebhookSmall(t *testing.T) {
+	rep, err := RunWebhook(context.Background(), WebhookConfig{Posts: 300, Statuses: 2, Concurrency: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.PostsPerSec <= 0 || rep.BarePostsPerSec <= 0 || rep.Ratio <= 0 {
+		t.Fatalf("rates not measured: %+v", rep)
+	}
+	if rep.Processed != 600 {
+		t.Fatalf("processed %d statuses, want 600", rep.Processed)
+	}
+}
