@@ -91,6 +91,7 @@ func RunDemo(ctx context.Context, cfg DemoConfig) (DemoSummary, error) {
 	owed := make([]float64, len(accounts)) // fractional messages carried to the next tick
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
+	last := time.Now()
 loop:
 	for {
 		select {
@@ -98,9 +99,15 @@ loop:
 			break loop
 		case <-tick.C:
 		}
+		// Owe messages for the time that really passed: a slow round (a
+		// loaded machine, the race detector) makes the next batch larger
+		// instead of lowering the offered rate.
+		now := time.Now()
+		elapsed := min(now.Sub(last).Seconds(), 2)
+		last = now
 		var batch []map[string]any
 		for i, a := range accounts {
-			owed[i] += a.offered * 0.2
+			owed[i] += a.offered * elapsed
 			n := int(owed[i])
 			owed[i] -= float64(n)
 			window := make([]map[string]any, 0, n)

@@ -58,7 +58,6 @@ var quietInDemo = map[string]string{
 	"wamux_dead_letters_total":                   "needs malformed input",
 	"wamux_receipts_bloom_false_positives_total": "a false positive is rare by design",
 	"wamux_inbound_messages_total":               "the simulator sends no user messages",
-	"wamux_account_cooldowns_total":              "needs several 429s in a row, which depends on timing (a loaded CI machine sends slower)",
 }
 
 // TestDemoMetrics: /metrics during a demo run carries every documented
