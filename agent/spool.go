@@ -167,7 +167,7 @@ func (s *spool) readAck() (uint64, error) {
 }
 
 // ack records durably that every record up to seq is acknowledged, then
-// deletes the segments that holds nothing else.
+// deletes the segments that hold nothing else.
 func (s *spool) ack(seq uint64) error {
 	tmp := filepath.Join(s.dir, ackFile+".tmp")
 	if err := writeFileSync(tmp, []byte(strconv.FormatUint(seq, 10)+"\n")); err != nil {
