@@ -334,39 +334,30 @@ func (w *worker) applyExpired(ex sequence.Expired[wamux.Message], s settings.Val
 	w.enqueue(toQueue, now, s.P2MaxDepth)
 }
 
-// persistSeq stores released messages as queued and late ones as held
-// (concurrently, so the store's group commit takes them in one
-// transaction), then the account's sequence state.
+// persistSeq stores released messages as queued, late ones as held, and
+// the account's sequence state, in one transaction.
 func (w *worker) persistSeq(queued, held []wamux.Message, seqChanged bool) {
-	var wg sync.WaitGroup
-	update := func(m wamux.Message, to wamux.Status) {
-		defer wg.Done()
-		ctx, cancel := bg()
-		defer cancel()
-		if _, err := w.d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: m.ID, From: []wamux.Status{wamux.StatusWaitingSeq}, Status: to}); err != nil {
-			w.d.log.Error("store sequenced status", "account_id", w.id, "msg_id", m.ID, "status", to, "err", err)
-		}
-	}
+	var updates []store.MessageUpdate
+	waiting := []wamux.Status{wamux.StatusWaitingSeq}
 	for _, m := range queued {
 		if m.Status == wamux.StatusWaitingSeq {
-			wg.Add(1)
-			go update(m, wamux.StatusQueued)
+			updates = append(updates, store.MessageUpdate{MsgID: m.ID, From: waiting, Status: wamux.StatusQueued})
 		}
 	}
 	for _, m := range held {
-		wg.Add(1)
-		go update(m, wamux.StatusHeld)
+		updates = append(updates, store.MessageUpdate{MsgID: m.ID, From: waiting, Status: wamux.StatusHeld})
 		w.d.metrics.held.WithLabelValues(w.id).Inc()
 		w.d.log.Warn("message held: its client_seq arrived after the gap was skipped", "account_id", w.id, "msg_id", m.ID, "client_seq", m.ClientSeq)
 	}
-	wg.Wait()
-	if !seqChanged {
+	if len(updates) == 0 && !seqChanged {
 		return
 	}
 	ctx, cancel := bg()
 	defer cancel()
-	if err := w.d.store.PutSeq(ctx, w.buf.State()); err != nil {
-		w.d.log.Error("store sequence state", "account_id", w.id, "err", err)
+	if _, err := w.d.store.ApplySeq(ctx, w.buf.State(), updates); err != nil {
+		// The messages stay waiting_seq in the store; the send path
+		// accepts that status too, and a restart re-sequences them.
+		w.d.log.Error("store sequencing step", "account_id", w.id, "messages", len(updates), "err", err)
 	}
 }
 

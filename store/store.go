@@ -223,6 +223,12 @@ type RoutingStore interface {
 	GetSeq(ctx context.Context, accountID string) (SeqState, error)
 	// PutSeq stores the sequence state of an account.
 	PutSeq(ctx context.Context, s SeqState) error
+	// ApplySeq applies the status changes one step of the reorder buffer
+	// decided (released → queued, late → held) and the account's new
+	// sequence state in one transaction, so that after a crash the stored
+	// NextSeq never disagrees with the stored statuses. Results are as
+	// UpdateMessage's, in input order; an error applies nothing.
+	ApplySeq(ctx context.Context, s SeqState, updates []MessageUpdate) ([]bool, error)
 }
 
 // OwnerMove is one recorded change of a recipient's owning account.

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/wamux/wamux"
@@ -185,11 +186,21 @@ func (s *Store) UpdateMessage(ctx context.Context, u store.MessageUpdate) (bool,
 	if s.closed.Load() {
 		return false, errClosed
 	}
+	return updateMessage(ctx, s.pool, u, ms(s.now()))
+}
+
+// querier is what a pool and a transaction have in common.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func updateMessage(ctx context.Context, q querier, u store.MessageUpdate, now int64) (bool, error) {
 	from := make([]string, len(u.From))
 	for i, st := range u.From {
 		from[i] = string(st)
 	}
-	tag, err := s.pool.Exec(ctx, `UPDATE messages SET
+	tag, err := q.Exec(ctx, `UPDATE messages SET
 			status     = COALESCE(NULLIF($1, ''), status),
 			wamid      = COALESCE(NULLIF($2, ''), wamid),
 			attempts   = attempts + $3,
@@ -197,7 +208,7 @@ func (s *Store) UpdateMessage(ctx context.Context, u store.MessageUpdate) (bool,
 			account_id = COALESCE(NULLIF($5, ''), account_id),
 			updated_at = $6
 		WHERE msg_id = $7 AND (cardinality($8::text[]) = 0 OR status = ANY($8::text[]))`,
-		string(u.Status), u.WAMID, int64(u.AttemptsDelta), u.LastError, u.AccountID, ms(s.now()), u.MsgID, from)
+		string(u.Status), u.WAMID, int64(u.AttemptsDelta), u.LastError, u.AccountID, now, u.MsgID, from)
 	if isUnique(err) {
 		return false, wamux.Errorf(wamux.EConflict, "wamid or client_seq of message %q already used by another message", u.MsgID)
 	}
@@ -208,7 +219,7 @@ func (s *Store) UpdateMessage(ctx context.Context, u store.MessageUpdate) (bool,
 		return true, nil
 	}
 	var one int
-	err = s.pool.QueryRow(ctx, `SELECT 1 FROM messages WHERE msg_id = $1`, u.MsgID).Scan(&one)
+	err = q.QueryRow(ctx, `SELECT 1 FROM messages WHERE msg_id = $1`, u.MsgID).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, wamux.Errorf(wamux.ENotFound, "message %q not found", u.MsgID)
 	}

@@ -114,14 +114,52 @@ func (s *Store) PutSeq(ctx context.Context, st store.SeqState) error {
 	if s.closed.Load() {
 		return errClosed
 	}
-	if _, err := s.pool.Exec(ctx, `INSERT INTO seq_state (account_id, next_seq, gaps_skipped, updated_at)
+	return putSeq(ctx, s.pool, st, ms(s.now()))
+}
+
+func putSeq(ctx context.Context, q querier, st store.SeqState, now int64) error {
+	if _, err := q.Exec(ctx, `INSERT INTO seq_state (account_id, next_seq, gaps_skipped, updated_at)
 		VALUES ($1, $2, $3, $4)
 		ON CONFLICT (account_id) DO UPDATE SET next_seq = excluded.next_seq,
 			gaps_skipped = excluded.gaps_skipped, updated_at = excluded.updated_at`,
-		st.AccountID, st.NextSeq, st.GapsSkipped, ms(s.now())); err != nil {
+		st.AccountID, st.NextSeq, st.GapsSkipped, now); err != nil {
 		return fmt.Errorf("postgres: put seq: %w", wrapErr(err))
 	}
 	return nil
+}
+
+// ApplySeq runs the updates and the sequence state in one transaction.
+func (s *Store) ApplySeq(ctx context.Context, st store.SeqState, updates []store.MessageUpdate) ([]bool, error) {
+	if st.AccountID == "" {
+		return nil, wamux.Errorf(wamux.EInvalid, "sequence state needs an account_id")
+	}
+	for _, u := range updates {
+		if u.MsgID == "" {
+			return nil, wamux.Errorf(wamux.EInvalid, "update needs a msg_id")
+		}
+	}
+	if s.closed.Load() {
+		return nil, errClosed
+	}
+	applied := make([]bool, len(updates))
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		now := ms(s.now())
+		for i, u := range updates {
+			ok, err := updateMessage(ctx, tx, u, now)
+			if err != nil {
+				return err
+			}
+			applied[i] = ok
+		}
+		return putSeq(ctx, tx, st, now)
+	})
+	if err != nil {
+		if wamux.ErrorCode(err) != wamux.EInternal {
+			return nil, err
+		}
+		return nil, fmt.Errorf("postgres: apply seq: %w", wrapErr(err))
+	}
+	return applied, nil
 }
 
 // Settings returns every stored runtime setting.

@@ -187,60 +187,69 @@ func (s *Store) UpdateMessage(ctx context.Context, u store.MessageUpdate) (bool,
 	}
 	var applied bool
 	err := s.write(ctx, func(w *writeTx) error {
-		var wamid, lastErr, account, status any
-		if u.WAMID != "" {
-			wamid = u.WAMID
-		}
-		if u.LastError != nil {
-			lastErr = *u.LastError
-		}
-		if u.AccountID != "" {
-			account = u.AccountID
-		}
-		if u.Status != "" {
-			status = string(u.Status)
-		}
-		q := `UPDATE messages SET
-				status     = COALESCE(?, status),
-				wamid      = COALESCE(?, wamid),
-				attempts   = attempts + ?,
-				last_error = COALESCE(?, last_error),
-				account_id = COALESCE(?, account_id),
-				updated_at = ?
-			WHERE msg_id = ?`
-		args := []any{status, wamid, u.AttemptsDelta, lastErr, account, ms(s.now()), u.MsgID}
-		if len(u.From) > 0 {
-			q += ` AND status IN (` + placeholders(len(u.From)) + `)`
-			for _, st := range u.From {
-				args = append(args, string(st))
-			}
-		}
-		res, err := w.exec(q, args...)
-		if isUnique(err) {
-			return wamux.Errorf(wamux.EConflict, "wamid or client_seq of message %q already used by another message", u.MsgID)
-		}
-		if err != nil {
-			return fmt.Errorf("sqlite: update message: %w", wrapErr(err))
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return fmt.Errorf("sqlite: update message: %w", err)
-		}
-		if n == 1 {
-			applied = true
-			return nil
-		}
-		var one int
-		found, err := w.queryRow(`SELECT 1 FROM messages WHERE msg_id = ?`, []any{u.MsgID}, &one)
-		if err != nil {
-			return fmt.Errorf("sqlite: update message: %w", wrapErr(err))
-		}
-		if !found {
-			return wamux.Errorf(wamux.ENotFound, "message %q not found", u.MsgID)
-		}
-		return nil
+		var err error
+		applied, err = updateMessageTx(w, u, ms(s.now()))
+		return err
 	})
-	return applied, err
+	if err != nil {
+		return false, err
+	}
+	return applied, nil
+}
+
+// updateMessageTx is UpdateMessage inside a write transaction.
+func updateMessageTx(w *writeTx, u store.MessageUpdate, now int64) (bool, error) {
+	var wamid, lastErr, account, status any
+	if u.WAMID != "" {
+		wamid = u.WAMID
+	}
+	if u.LastError != nil {
+		lastErr = *u.LastError
+	}
+	if u.AccountID != "" {
+		account = u.AccountID
+	}
+	if u.Status != "" {
+		status = string(u.Status)
+	}
+	q := `UPDATE messages SET
+			status     = COALESCE(?, status),
+			wamid      = COALESCE(?, wamid),
+			attempts   = attempts + ?,
+			last_error = COALESCE(?, last_error),
+			account_id = COALESCE(?, account_id),
+			updated_at = ?
+		WHERE msg_id = ?`
+	args := []any{status, wamid, u.AttemptsDelta, lastErr, account, now, u.MsgID}
+	if len(u.From) > 0 {
+		q += ` AND status IN (` + placeholders(len(u.From)) + `)`
+		for _, st := range u.From {
+			args = append(args, string(st))
+		}
+	}
+	res, err := w.exec(q, args...)
+	if isUnique(err) {
+		return false, wamux.Errorf(wamux.EConflict, "wamid or client_seq of message %q already used by another message", u.MsgID)
+	}
+	if err != nil {
+		return false, fmt.Errorf("sqlite: update message: %w", wrapErr(err))
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("sqlite: update message: %w", err)
+	}
+	if n == 1 {
+		return true, nil
+	}
+	var one int
+	found, err := w.queryRow(`SELECT 1 FROM messages WHERE msg_id = ?`, []any{u.MsgID}, &one)
+	if err != nil {
+		return false, fmt.Errorf("sqlite: update message: %w", wrapErr(err))
+	}
+	if !found {
+		return false, wamux.Errorf(wamux.ENotFound, "message %q not found", u.MsgID)
+	}
+	return false, nil
 }
 
 // ListMessages returns matching messages oldest first.

@@ -99,15 +99,46 @@ func (s *Store) PutSeq(ctx context.Context, st store.SeqState) error {
 		return wamux.Errorf(wamux.EInvalid, "sequence state needs an account_id")
 	}
 	now := ms(s.now())
-	return s.write(ctx, func(w *writeTx) error {
-		if _, err := w.exec(`INSERT INTO seq_state (account_id, next_seq, gaps_skipped, updated_at) VALUES (?,?,?,?)
-			ON CONFLICT (account_id) DO UPDATE SET next_seq = excluded.next_seq,
-			gaps_skipped = excluded.gaps_skipped, updated_at = excluded.updated_at`,
-			st.AccountID, st.NextSeq, st.GapsSkipped, now); err != nil {
-			return fmt.Errorf("sqlite: put seq: %w", wrapErr(err))
+	return s.write(ctx, func(w *writeTx) error { return putSeqTx(w, st, now) })
+}
+
+func putSeqTx(w *writeTx, st store.SeqState, now int64) error {
+	if _, err := w.exec(`INSERT INTO seq_state (account_id, next_seq, gaps_skipped, updated_at) VALUES (?,?,?,?)
+		ON CONFLICT (account_id) DO UPDATE SET next_seq = excluded.next_seq,
+		gaps_skipped = excluded.gaps_skipped, updated_at = excluded.updated_at`,
+		st.AccountID, st.NextSeq, st.GapsSkipped, now); err != nil {
+		return fmt.Errorf("sqlite: put seq: %w", wrapErr(err))
+	}
+	return nil
+}
+
+// ApplySeq runs the updates and the sequence state as one write request,
+// which the group commit keeps atomic (its own savepoint).
+func (s *Store) ApplySeq(ctx context.Context, st store.SeqState, updates []store.MessageUpdate) ([]bool, error) {
+	if st.AccountID == "" {
+		return nil, wamux.Errorf(wamux.EInvalid, "sequence state needs an account_id")
+	}
+	for _, u := range updates {
+		if u.MsgID == "" {
+			return nil, wamux.Errorf(wamux.EInvalid, "update needs a msg_id")
 		}
-		return nil
+	}
+	applied := make([]bool, len(updates))
+	err := s.write(ctx, func(w *writeTx) error {
+		now := ms(s.now())
+		for i, u := range updates {
+			ok, err := updateMessageTx(w, u, now)
+			if err != nil {
+				return err
+			}
+			applied[i] = ok
+		}
+		return putSeqTx(w, st, now)
 	})
+	if err != nil {
+		return nil, err
+	}
+	return applied, nil
 }
 
 // Settings returns every stored runtime setting.
