@@ -203,3 +203,30 @@ func metric(t *testing.T, e *env, name string, want map[string]string) float64 {
 func gaps(t *testing.T, e *env) float64 {
 	return metric(t, e, "wamux_seq_gaps_skipped_total", nil)
 }
+
+// TestOrderingOffIsDedupOnly: with the ordering switch off, a message whose
+// predecessor is missing goes out at once (dedup still holds), and turning
+// it off releases what was already waiting.
+func TestOrderingOffIsDedupOnly(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.addAccount("acc", "1004", 100, 10, sim.Limits{Rate: 1000})
+	m := func(seq int64) wamux.Message {
+		return textMsg(t, outbound.Request{AccountID: "acc", ClientSeq: seqp(seq), To: "15550003333"})
+	}
+	e.submit(m(2))
+	waitFor(t, "seq 2 waiting", 5*time.Second, func() bool {
+		return metric(t, e, "wamux_seq_waiting", map[string]string{"account": "acc"}) == 1
+	})
+	if _, err := e.settings.Update(context.Background(), map[string]string{"ordering": "false"}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitAccepted(1, 10*time.Second)
+	e.submit(m(5))
+	e.waitAccepted(2, 10*time.Second)
+	if r := e.submit(m(5)); !r[0].Duplicate {
+		t.Fatal("with ordering off a repeat must still be a duplicate")
+	}
+	if st := e.sim.Stats().Totals; st.Duplicates != 0 || st.Accepted != 2 {
+		t.Fatalf("accepted %d, duplicates %d", st.Accepted, st.Duplicates)
+	}
+}
