@@ -15,8 +15,13 @@ type request struct {
 }
 
 // write hands fn to the writer and waits until the transaction that ran it
-// has committed. A nil error means fn's writes are durable. When ctx ends
-// first the outcome is unknown: fn may still commit.
+// has committed. A nil error means fn's writes are durable.
+//
+// Once queued, the caller waits for the writer's answer even if ctx ends:
+// the writer skips requests whose context has ended before it reaches
+// them, and a request it has run is answered right after its commit, so
+// the wait is short and the answer is exact: no "maybe committed", and fn
+// never writes to the caller's variables after write has returned.
 func (s *Store) write(ctx context.Context, fn func(w *writeTx) error) error {
 	if err := ctx.Err(); err != nil {
 		return wrapErr(err)
@@ -34,12 +39,7 @@ func (s *Store) write(ctx context.Context, fn func(w *writeTx) error) error {
 		return wrapErr(ctx.Err())
 	}
 	s.mu.RUnlock()
-	select {
-	case err := <-r.done:
-		return err
-	case <-ctx.Done():
-		return wrapErr(ctx.Err())
-	}
+	return <-r.done
 }
 
 // runWriter is the only goroutine that writes. It takes whatever is queued

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -192,5 +193,34 @@ func TestCloseStopsPacedCheckpointer(t *testing.T) {
 	got, err := s2.Settings(t.Context())
 	if err != nil || got["k"] != "2" {
 		t.Fatalf("after reopen: %v, %v", got, err)
+	}
+}
+
+// TestCallerCanceledWhileQueued: a caller whose context ends while its
+// request waits behind a busy writer gets the context's error, and its
+// write is not applied.
+func TestCallerCanceledWhileQueued(t *testing.T) {
+	s := openInternal(t)
+	release, blockerDone := blockWriter(t, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- s.PutSettings(ctx, map[string]string{"queued": "v"}) }()
+	for len(s.reqs) == 0 { // the request is queued once it sits in the channel
+		runtime.Gosched()
+	}
+	cancel()
+	release()
+	if err := <-blockerDone; err != nil {
+		t.Fatalf("blocker: %v", err)
+	}
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled caller: %v, want context.Canceled", err)
+	}
+	got, err := s.Settings(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got["queued"]; ok {
+		t.Fatal("write of a canceled caller was applied")
 	}
 }
