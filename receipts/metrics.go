@@ -101,10 +101,14 @@ type Stats struct {
 	Late                int64
 	DeadLetters         int64
 	Retries             int64
+	// Spilled receipts were left to the log (queue full or apply_state
+	// off); ReadBack counts log entries a partition read back for itself.
+	Spilled  int64
+	ReadBack int64
 }
 
 type counters struct {
-	received, appended, processed, batch, lru, bloom, store, fp, applied, ignored, late, dead, retries atomic.Int64
+	received, appended, processed, batch, lru, bloom, store, fp, applied, ignored, late, dead, retries, spilled, readBack atomic.Int64
 }
 
 func (c *counters) snapshot() Stats {
@@ -112,6 +116,6 @@ func (c *counters) snapshot() Stats {
 		Received: c.received.Load(), Appended: c.appended.Load(), Processed: c.processed.Load(),
 		DedupBatch: c.batch.Load(), DedupLRU: c.lru.Load(), DedupBloom: c.bloom.Load(), DedupStore: c.store.Load(),
 		BloomFalsePositives: c.fp.Load(), Applied: c.applied.Load(), Ignored: c.ignored.Load(), Late: c.late.Load(),
-		DeadLetters: c.dead.Load(), Retries: c.retries.Load(),
+		DeadLetters: c.dead.Load(), Retries: c.retries.Load(), Spilled: c.spilled.Load(), ReadBack: c.readBack.Load(),
 	}
 }

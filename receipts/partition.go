@@ -28,27 +28,49 @@ type partition struct {
 	// acked is closed when the last batch's acknowledgement is done; the
 	// processor's goroutine alone reads and replaces it.
 	acked chan struct{}
+	// space is signalled (on mu) when the processor takes from the queue.
+	space *sync.Cond
 }
 
 func newPartition(id int, m *metrics) *partition {
-	return &partition{
+	pt := &partition{
 		id:        id,
 		queued:    m.queued.WithLabelValues(partitionLabel(id)),
 		lag:       m.lag.WithLabelValues(partitionLabel(id)),
 		spillFrom: noSpill,
 		wake:      make(chan struct{}, 1),
 	}
+	pt.space = sync.NewCond(&pt.mu)
+	return pt
 }
 
-// offer queues durable receipts, or records them as spilled when the queue
-// has no room or merging is paused. Spilling loses nothing: the receipts
-// are in the log and the processor reads them back from spillFrom.
-func (pt *partition) offer(ls []store.LoggedReceipt, capacity int, paused bool) {
+// offer queues durable receipts. A full queue makes the caller wait for
+// room, up to spillAfter (backpressure: a webhook is answered later, not
+// refused); after that, or when merging is paused, the receipts are only
+// recorded as spilled. Spilling loses nothing: the receipts are in the log
+// and the processor reads them back from spillFrom.
+func (pt *partition) offer(ctx context.Context, ls []store.LoggedReceipt, capacity int, paused bool, spillAfter time.Duration) (spilled bool) {
 	pt.mu.Lock()
-	if paused || len(pt.queue)+len(ls) > capacity {
+	if !paused && len(pt.queue)+len(ls) > capacity && len(pt.queue) > 0 {
+		wake := func() {
+			pt.mu.Lock()
+			pt.space.Broadcast()
+			pt.mu.Unlock()
+		}
+		t := time.AfterFunc(spillAfter, wake)
+		stop := context.AfterFunc(ctx, wake)
+		deadline := time.Now().Add(spillAfter)
+		for len(pt.queue)+len(ls) > capacity && len(pt.queue) > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+			pt.space.Wait()
+		}
+		t.Stop()
+		stop()
+	}
+	if paused || (len(pt.queue)+len(ls) > capacity && len(pt.queue) > 0) {
 		for _, l := range ls {
 			pt.spillFrom = min(pt.spillFrom, l.ID)
 		}
+		spilled = true
 	} else {
 		if len(pt.queue) == 0 {
 			pt.firstAt = time.Now()
@@ -58,6 +80,7 @@ func (pt *partition) offer(ls []store.LoggedReceipt, capacity int, paused bool) 
 	}
 	pt.mu.Unlock()
 	pt.poke()
+	return spilled
 }
 
 // spill records that the log holds unprocessed receipts from id on (a
@@ -96,6 +119,7 @@ func (pt *partition) take(batchMin, max int, batchWait time.Duration, drain bool
 	rest := copy(pt.queue, pt.queue[k:])
 	clear(pt.queue[rest:])
 	pt.queue = pt.queue[:rest]
+	pt.space.Broadcast()
 	if rest > 0 {
 		pt.firstAt = time.Now()
 	}
@@ -211,6 +235,7 @@ func (p *Pipeline) reload(pt *partition, from int64) {
 				mine = append(mine, l)
 			}
 		}
+		p.c.readBack.Add(int64(len(mine)))
 		for start := 0; start < len(mine); start += p.cfg.BatchMax {
 			if !p.processOrSpill(pt, mine[start:min(start+p.cfg.BatchMax, len(mine))]) {
 				return

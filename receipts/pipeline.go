@@ -31,6 +31,8 @@ const (
 	// QueueCapDefault bounds the receipts held in memory per partition;
 	// beyond it they stay in the durable log and are read back from there.
 	QueueCapDefault = 1 << 16
+	// SpillAfterDefault bounds the backpressure wait of Ingest.
+	SpillAfterDefault = 2 * time.Second
 	// ReloadPageDefault is how many log entries one read takes back.
 	ReloadPageDefault = 4096
 )
@@ -53,6 +55,9 @@ type Config struct {
 	BatchWait  time.Duration
 	BatchMax   int
 	QueueCap   int
+	// SpillAfter is how long Ingest waits for room in a full queue before
+	// leaving the receipts to the log; the wait is the backpressure.
+	SpillAfter time.Duration
 	ReloadPage int
 	LRU        LRUConfig
 	Bloom      BloomConfig
@@ -139,6 +144,9 @@ func New(cfg Config) (*Pipeline, error) {
 	setDefault(&cfg.ReloadPage, ReloadPageDefault)
 	if cfg.BatchWait <= 0 {
 		cfg.BatchWait = BatchWaitDefault
+	}
+	if cfg.SpillAfter <= 0 {
+		cfg.SpillAfter = SpillAfterDefault
 	}
 	cfg.BatchMin = min(cfg.BatchMin, cfg.BatchMax)
 	cfg.Retry.setDefaults()
@@ -372,13 +380,13 @@ func (p *Pipeline) Ingest(ctx context.Context, source string, rs []wamux.Receipt
 	for _, r := range keep {
 		p.lru.Add(r.AccountID, ReceiptID{MessageID: r.MessageID, Type: r.Type})
 	}
-	p.dispatch(ids, keep)
+	p.dispatch(ctx, ids, keep)
 	return res, nil
 }
 
-// dispatch queues logged receipts with their partitions; when a queue is
-// full, or merging is paused, they are left to the log (spilled).
-func (p *Pipeline) dispatch(ids []int64, rs []wamux.Receipt) {
+// dispatch queues logged receipts with their partitions; when a queue
+// stays full, or merging is paused, they are left to the log (spilled).
+func (p *Pipeline) dispatch(ctx context.Context, ids []int64, rs []wamux.Receipt) {
 	byPart := make(map[int][]store.LoggedReceipt, 1)
 	for i, r := range rs {
 		pi := p.partitionOf(r.AccountID)
@@ -386,7 +394,9 @@ func (p *Pipeline) dispatch(ids []int64, rs []wamux.Receipt) {
 	}
 	paused := p.paused.Load()
 	for pi, ls := range byPart {
-		p.parts[pi].offer(ls, p.cfg.QueueCap, paused)
+		if p.parts[pi].offer(ctx, ls, p.cfg.QueueCap, paused, p.cfg.SpillAfter) {
+			p.c.spilled.Add(int64(len(ls)))
+		}
 	}
 }
 

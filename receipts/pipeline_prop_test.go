@@ -20,13 +20,14 @@ var types = []wamux.ReceiptType{wamux.ReceiptSent, wamux.ReceiptFailed, wamux.Re
 // permutation with random duplication, fed in random chunks by concurrent
 // callers through the real pipeline and a real SQLite store, ends in the
 // state the merge rule defines for every message, and loses no receipt.
-// Small LRU and batch sizes and a sometimes tiny Bloom filter make every
-// dedup layer take part.
+// Small LRU, batch and queue sizes and a sometimes tiny Bloom filter make
+// every dedup layer and the read-back from the log take part.
 func TestPipelineConverges(t *testing.T) {
 	// One store for all runs, which keep apart by account: opening and
 	// migrating a database per run would dominate the test's time.
 	st := openSQLite(t)
 	run := 0
+	var readBack int64
 	rapid.Check(t, func(rt *rapid.T) {
 		run++
 		nMsgs := rapid.IntRange(1, 8).Draw(rt, "messages")
@@ -65,6 +66,10 @@ func TestPipelineConverges(t *testing.T) {
 			Bloom:    bloom,
 			BatchMin: rapid.IntRange(1, 20).Draw(rt, "batch min"),
 			BatchMax: rapid.IntRange(1, 30).Draw(rt, "batch max"),
+			// A small queue that spills after a millisecond makes the
+			// processors read receipts back from the durable log.
+			QueueCap:   rapid.IntRange(1, 64).Draw(rt, "queue cap"),
+			SpillAfter: time.Millisecond,
 		})
 		chunks := splitRandom(rt, perm)
 		var wg sync.WaitGroup
@@ -89,10 +94,15 @@ func TestPipelineConverges(t *testing.T) {
 		}
 		checkStored(t, st, uniq)
 		checkStates(t, st, expected(uniq))
-		if s := p.Stats(); s.Applied > int64(len(uniq)) {
+		s := p.Stats()
+		if s.Applied > int64(len(uniq)) {
 			rt.Fatalf("applied %d receipts, only %d are distinct", s.Applied, len(uniq))
 		}
+		readBack += s.ReadBack
 	})
+	if readBack == 0 {
+		t.Fatal("no run read receipts back from the log; the spill path went untested")
+	}
 }
 
 func splitRandom(rt *rapid.T, rs []wamux.Receipt) [][]wamux.Receipt {

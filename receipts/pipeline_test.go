@@ -249,14 +249,17 @@ func TestSwitchesWithoutRestart(t *testing.T) {
 	if len(logged) != 2 {
 		t.Fatalf("log holds %d, want the 2 receipts waiting", len(logged))
 	}
-	if s := p.Stats(); s.Processed != 0 {
-		t.Fatalf("processed %d while apply_state is off", s.Processed)
+	if s := p.Stats(); s.Processed != 0 || s.Spilled != 2 {
+		t.Fatalf("processed %d, spilled %d while apply_state is off; want 0 and 2", s.Processed, s.Spilled)
 	}
 	if _, err := set.Update(ctx, map[string]string{"apply_state": "true"}); err != nil {
 		t.Fatal(err)
 	}
 	flush(t, p)
 	checkStates(t, st, expected(rs))
+	if s := p.Stats(); s.ReadBack != 2 {
+		t.Fatalf("read back %d from the log, want the 2 that waited", s.ReadBack)
+	}
 
 	ingest(t, p, rs[0]) // the 1-entry LRU forgot it: the store finds it
 	flush(t, p)

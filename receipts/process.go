@@ -68,56 +68,83 @@ func (p *Pipeline) process(ctx context.Context, part int, batch []store.LoggedRe
 		}
 	}
 
-	// L3: the store's unique key decides what is new for good.
-	var cand []wamux.Receipt
-	var candIdx []int
+	// L3 and the merge run side by side, so their writes share a commit:
+	// the store's unique key decides what is new for good, while the
+	// merge already folds in every candidate. A candidate L3 then finds
+	// stored (the Bloom filter forgets across restarts and after 48 h) was
+	// merged before, and merging it again changes nothing: the state is a
+	// maximum that already holds it. Only its audit row would repeat, so
+	// late receipts are written once L3 has answered, for new ones alone.
+	var cand []int // indexes into batch
 	for i := range batch {
 		if dupLayer[i] == "" {
-			cand = append(cand, batch[i].Receipt)
-			candIdx = append(candIdx, i)
+			cand = append(cand, i)
 		}
+	}
+	if len(cand) == 0 {
+		return nil
+	}
+	candRs := make([]wamux.Receipt, len(cand))
+	for j, i := range cand {
+		candRs[j] = batch[i].Receipt
 	}
 	var fresh []bool
-	if len(cand) > 0 {
-		err := p.retry(ctx, "insert receipts", func(ctx context.Context) error {
+	insDone := make(chan error, 1)
+	go func() {
+		insDone <- p.retry(ctx, "insert receipts", func(ctx context.Context) error {
 			var err error
-			fresh, err = p.st.InsertReceipts(ctx, cand)
+			fresh, err = p.st.InsertReceipts(ctx, candRs)
 			return err
 		})
-		if err != nil {
-			return err
-		}
-	}
-	var merge []int // indexes into batch
-	l3 := 0
-	for j, i := range candIdx {
-		switch {
-		case fresh[j] || remerge:
-			merge = append(merge, i)
-		default:
-			dupLayer[i] = LayerStore
-			l3++
-		}
-	}
-	p.countDedup(LayerStore, l3)
-
+	}()
 	decisions := make([]Decision, len(batch))
-	out, err := p.merge(ctx, batch, merge, decisions, now, lateWindow)
-	if err != nil {
+	mergeErr := p.merge(ctx, batch, cand, decisions, now, lateWindow)
+	if err := <-insDone; err != nil {
 		return err
 	}
-	if err := p.resolve(ctx, out.resolve); err != nil {
+	if mergeErr != nil {
+		return mergeErr
+	}
+
+	var late []store.LateReceipt
+	l3 := 0
+	for j, i := range cand {
+		if !fresh[j] && !remerge {
+			dupLayer[i] = LayerStore
+			l3++
+			continue
+		}
+		switch decisions[i] {
+		case Apply:
+			p.c.applied.Add(1)
+		case Late:
+			late = append(late, store.LateReceipt{Receipt: batch[i].Receipt, Reason: LateReason, RecordedAt: now})
+			p.c.late.Add(1)
+			p.m.late.WithLabelValues(batch[i].AccountID).Inc()
+		default:
+			p.c.ignored.Add(1)
+		}
+		p.m.merged.WithLabelValues(decisions[i].String()).Inc()
+	}
+	p.countDedup(LayerStore, l3)
+	if err := p.retry(ctx, "audit late receipts", func(ctx context.Context) error { return p.st.AddLateReceipts(ctx, late) }); err != nil {
 		return err
 	}
 
 	done := p.now()
-	for _, i := range merge {
-		p.m.latency.Observe(max(0, done.Sub(batch[i].ReceivedAt).Seconds()))
+	for _, i := range cand {
+		if dupLayer[i] == "" {
+			p.m.latency.Observe(max(0, done.Sub(batch[i].ReceivedAt).Seconds()))
+		}
 	}
 	if p.cfg.Observer != nil {
 		obs := make([]Processed, len(batch))
 		for i := range batch {
-			obs[i] = Processed{Key: keys[i], Duplicate: dupLayer[i], Decision: decisions[i], Latency: done.Sub(batch[i].ReceivedAt)}
+			d := decisions[i]
+			if dupLayer[i] != "" {
+				d = Ignore
+			}
+			obs[i] = Processed{Key: keys[i], Duplicate: dupLayer[i], Decision: d, Latency: done.Sub(batch[i].ReceivedAt)}
 		}
 		p.cfg.Observer(obs)
 	}
@@ -151,18 +178,13 @@ func (p *Pipeline) lateWindow() time.Duration {
 	return p.set.Current().LateWindow
 }
 
-// mergeOutcome is what a batch's merge changed.
-type mergeOutcome struct {
-	resolve []resolution
-}
-
-// merge folds the new receipts into the stored states (Merge), then
-// writes the changed states and the late receipts.
+// merge folds the candidates into the stored states (Merge), recording
+// each one's decision, and writes the changed states while it resolves
+// their outbound messages: both only move forward, so neither has to wait
+// for the other, and a crash before the log is acknowledged repeats them
+// harmlessly.
 func (p *Pipeline) merge(ctx context.Context, batch []store.LoggedReceipt, idx []int, decisions []Decision,
-	now time.Time, lateWindow time.Duration) (mergeOutcome, error) {
-	if len(idx) == 0 {
-		return mergeOutcome{}, nil
-	}
+	now time.Time, lateWindow time.Duration) error {
 	skeys := make([]store.StateKey, 0, len(idx))
 	seen := make(map[store.StateKey]bool, len(idx))
 	for _, i := range idx {
@@ -179,11 +201,10 @@ func (p *Pipeline) merge(ctx context.Context, batch []store.LoggedReceipt, idx [
 		return err
 	})
 	if err != nil {
-		return mergeOutcome{}, err
+		return err
 	}
 	changed := make(map[store.StateKey]*resolution)
 	var order []store.StateKey
-	var late []store.LateReceipt
 	callbacks := make(map[store.StateKey]string)
 	for _, i := range idx {
 		r := batch[i].Receipt
@@ -194,8 +215,7 @@ func (p *Pipeline) merge(ctx context.Context, batch []store.LoggedReceipt, idx [
 		}
 		next, d := Merge(c, r, now, lateWindow)
 		decisions[i] = d
-		switch d {
-		case Apply:
+		if d == Apply {
 			cur[k] = next
 			res, ok := changed[k]
 			if !ok {
@@ -204,45 +224,31 @@ func (p *Pipeline) merge(ctx context.Context, batch []store.LoggedReceipt, idx [
 				order = append(order, k)
 			}
 			res.state, res.receipt = next, r
-			p.c.applied.Add(1)
-		case Late:
-			late = append(late, store.LateReceipt{Receipt: r, Reason: LateReason, RecordedAt: now})
-			p.c.late.Add(1)
-			p.m.late.WithLabelValues(r.AccountID).Inc()
-		default:
-			p.c.ignored.Add(1)
 		}
-		p.m.merged.WithLabelValues(d.String()).Inc()
 		if r.CallbackData != "" && callbacks[k] == "" {
 			callbacks[k] = r.CallbackData
 		}
 	}
-	out := mergeOutcome{resolve: make([]resolution, 0, len(order))}
+	if len(order) == 0 {
+		return nil
+	}
 	states := make([]store.MessageState, 0, len(order))
+	resolve := make([]resolution, 0, len(order))
 	for _, k := range order {
 		res := changed[k]
 		res.callback = callbacks[k]
 		states = append(states, res.state)
-		out.resolve = append(out.resolve, *res)
+		resolve = append(resolve, *res)
 	}
-	{
-		errs := make(chan error, 2)
-		go func() {
-			errs <- p.retry(ctx, "write states", func(ctx context.Context) error { return p.st.PutStates(ctx, states) })
-		}()
-		go func() {
-			errs <- p.retry(ctx, "audit late receipts", func(ctx context.Context) error { return p.st.AddLateReceipts(ctx, late) })
-		}()
-		for range 2 {
-			if e := <-errs; e != nil && err == nil {
-				err = e
-			}
-		}
+	putDone := make(chan error, 1)
+	go func() {
+		putDone <- p.retry(ctx, "write states", func(ctx context.Context) error { return p.st.PutStates(ctx, states) })
+	}()
+	resErr := p.resolve(ctx, resolve)
+	if err := <-putDone; err != nil {
+		return fmt.Errorf("receipts: merge: %w", err)
 	}
-	if err != nil {
-		return mergeOutcome{}, fmt.Errorf("receipts: merge: %w", err)
-	}
-	return out, nil
+	return resErr
 }
 
 // ack deletes a processed batch from the log and reports how many entries
