@@ -111,8 +111,12 @@ func insertReceiptChunk(w *writeTx, rs []wamux.Receipt, chunk []int, first map[s
 		}
 	}
 	const prefix = "INSERT INTO receipts (" + receiptCols + ") VALUES "
-	if _, err := w.exec("SAVEPOINT receipts"); err != nil {
-		return fmt.Errorf("sqlite: insert receipts: %w", wrapErr(err))
+	// One row is new or not: it needs no savepoint to be undone.
+	mixable := len(chunk) > 1
+	if mixable {
+		if _, err := w.exec("SAVEPOINT receipts"); err != nil {
+			return fmt.Errorf("sqlite: insert receipts: %w", wrapErr(err))
+		}
 	}
 	res, err := w.exec(sharedInsert(prefix, receiptColCount, shared, rows, " ON CONFLICT DO NOTHING"), args...)
 	if err != nil {
@@ -125,6 +129,9 @@ func insertReceiptChunk(w *writeTx, rs []wamux.Receipt, chunk []int, first map[s
 	if n == int64(len(chunk)) || n == 0 {
 		for _, i := range chunk {
 			out[i] = n != 0
+		}
+		if !mixable {
+			return nil
 		}
 		if _, err := w.exec("RELEASE receipts"); err != nil {
 			return fmt.Errorf("sqlite: insert receipts: %w", wrapErr(err))
