@@ -75,6 +75,36 @@ func (a *App) Receipts() *receipts.Pipeline { return a.receipts }
 // Settings are the runtime settings (nil before Start).
 func (a *App) Settings() *settings.Manager { return a.settings }
 
+// Reload re-reads the configuration file's settings: section and applies
+// it like PATCH /v1/config: validated as a whole (nothing changes when any
+// key or value is bad), each change logged with its old and new value,
+// picked up by the running pipelines without a restart. `wamux serve`
+// calls it on SIGHUP (issue 6).
+func (a *App) Reload(ctx context.Context) error {
+	a.mu.Lock()
+	set, file := a.settings, a.cfg.File
+	a.mu.Unlock()
+	if set == nil {
+		return errors.New("app: reload before start")
+	}
+	if file == "" {
+		return errors.New("app: no configuration file to reload (start with --config or WAMUX_CONFIG)")
+	}
+	changes, err := config.ReadSettings(file)
+	if err != nil {
+		return fmt.Errorf("app: reload: %w", err)
+	}
+	if len(changes) == 0 {
+		a.log.Info("configuration reloaded: no settings section", "file", file)
+		return nil
+	}
+	if _, err := set.Update(ctx, changes); err != nil {
+		return fmt.Errorf("app: reload %s: %w", file, err)
+	}
+	a.log.Info("configuration reloaded", "file", file, "settings", len(changes))
+	return nil
+}
+
 // Store is the opened store (nil before Start).
 func (a *App) Store() store.Store { return a.store }
 
@@ -116,6 +146,11 @@ func (a *App) Start(ctx context.Context) error {
 	set, err := settings.Load(ctx, st, a.log)
 	if err != nil {
 		return fail(fmt.Errorf("app: %w", err))
+	}
+	if len(a.cfg.Settings) > 0 { // issue 6: the file's settings: section wins at start
+		if _, err := set.Update(ctx, a.cfg.Settings); err != nil {
+			return fail(fmt.Errorf("app: settings from %s: %w", a.cfg.File, err))
+		}
 	}
 	provider := a.Provider
 	if provider == nil {

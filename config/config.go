@@ -2,8 +2,10 @@
 // an optional YAML file, WAMUX_* environment variables and command-line
 // flags, in that order of precedence (flags win).
 //
-// Runtime settings that change without a restart (gap_timeout, rates, …)
-// are not here: they live in the store and are changed through /v1/config.
+// Runtime settings that change without a restart (gap_timeout, bloom, …)
+// live in the store and are changed through /v1/config. The file may also
+// carry them under "settings:"; the gateway applies those at start and
+// again on SIGHUP (ReadSettings), so an operator can manage them as a file.
 package config
 
 import (
@@ -54,6 +56,13 @@ type Config struct {
 	LogLevel  string `yaml:"log_level"`
 	// ShutdownTimeout bounds the drain of in-flight work on SIGINT/SIGTERM.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+	// Settings are runtime settings (the keys of /v1/config, values as
+	// text: "90s", "false", "5000"), applied at start and on SIGHUP over
+	// what the store holds. The gateway validates them, not this package.
+	Settings map[string]string `yaml:"settings"`
+	// File is the configuration file Load read ("" when none); SIGHUP
+	// re-reads its settings.
+	File string `yaml:"-"`
 }
 
 // Duration is a time.Duration written as a Go duration string ("15s") in
@@ -153,15 +162,10 @@ func Load(args []string, getenv func(string) string, out io.Writer) (Config, err
 		path = getenv("WAMUX_CONFIG")
 	}
 	if path != "" {
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			return Config{}, fmt.Errorf("read config file: %w", err)
+		if err := readFile(path, &c); err != nil {
+			return Config{}, err
 		}
-		dec := yaml.NewDecoder(bytes.NewReader(raw))
-		dec.KnownFields(true)
-		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-			return Config{}, fmt.Errorf("config file %s: %w", path, err)
-		}
+		c.File = path
 	}
 
 	env := func(name string, dst *string) {
@@ -215,6 +219,35 @@ func Load(args []string, getenv func(string) string, out io.Writer) (Config, err
 		return Config{}, fmt.Errorf("invalid configuration: %w", err)
 	}
 	return c, nil
+}
+
+// readFile decodes the YAML file at path over c; unknown keys are an error.
+func readFile(path string, c *Config) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read config file: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	return nil
+}
+
+// ReadSettings re-reads the file at path and returns its runtime settings
+// (empty when it has none). The whole file must still parse, so a typo
+// made while editing it is reported rather than half applied. Static keys
+// (listen, store, …) take effect only at the next start.
+func ReadSettings(path string) (map[string]string, error) {
+	c := Default()
+	if err := readFile(path, &c); err != nil {
+		return nil, err
+	}
+	if c.Settings == nil {
+		c.Settings = map[string]string{}
+	}
+	return c.Settings, nil
 }
 
 func splitList(s string) []string {

@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/wamux/wamux/app"
@@ -26,6 +28,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 2
 	}
 	log := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	// SIGHUP re-reads the config file's settings (issue 6); a bad file is
+	// logged and changes nothing. Caught from here on, so an early HUP
+	// does not end the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	a := app.New(cfg, log)
 	if err := a.Start(ctx); err != nil {
 		log.Error("start failed", "err", err)
@@ -33,7 +41,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	// Tests and scripts read this line to find the port when listening on :0.
 	fmt.Fprintf(stdout, "wamux: listening on http://%s\n", a.Addr())
-	<-ctx.Done()
+	for ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-hup:
+			if err := a.Reload(ctx); err != nil {
+				log.Error("reload on SIGHUP failed; settings unchanged", "err", err)
+			}
+		}
+	}
 	log.Info("shutting down", "bound", time.Duration(cfg.ShutdownTimeout))
 	stopCtx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.ShutdownTimeout))
 	defer cancel()

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestSIGHUPReloadsSettings: the config file's settings apply at start; an
+// edited file applies on SIGHUP without a restart, logged old → new; a
+// file with a bad value changes nothing and the gateway keeps running.
+func TestSIGHUPReloadsSettings(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "wamux.yaml")
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("settings:\n  gap_timeout: 2m\n  bloom: true\n")
+	c := startChild(t, dir, "--listen", "127.0.0.1:0", "--config", file)
+	pid := c.cmd.Process.Pid
+
+	settingsNow := func() (map[string]string, error) {
+		code, body, err := c.request("GET", "/v1/config", childKey, "")
+		if err != nil || code != 200 {
+			return nil, fmt.Errorf("GET /v1/config = %d %v %s", code, err, body)
+		}
+		var out struct {
+			Settings map[string]string `json:"settings"`
+		}
+		return out.Settings, json.Unmarshal([]byte(body), &out)
+	}
+	waitFor := func(what string, ok func(map[string]string) bool) map[string]string {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			s, err := settingsNow()
+			if err == nil && ok(s) {
+				return s
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: settings %v, %v\n%s", what, s, err, c.stderr.String())
+			}
+			time.Sleep(50 * time.Millisecond) // polling interval
+		}
+	}
+	if s, err := settingsNow(); err != nil || s["gap_timeout"] != "2m0s" {
+		t.Fatalf("the file's settings at start: %v, %v", s, err)
+	}
+
+	write("settings:\n  gap_timeout: 3m\n  bloom: false\n")
+	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	s := waitFor("after SIGHUP", func(s map[string]string) bool { return s["gap_timeout"] == "3m0s" && s["bloom"] == "false" })
+	if s["quiet_period"] != "30s" {
+		t.Errorf("a key the file does not name changed: quiet_period %s", s["quiet_period"])
+	}
+	logs := c.stderr.String()
+	for _, want := range []string{"key=gap_timeout old=2m0s new=3m0s", "key=bloom old=true new=false", "configuration reloaded"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("log lacks %q", want)
+		}
+	}
+
+	// One good and one bad value: refused as a whole, logged, and the
+	// process lives on.
+	write("settings:\n  gap_timeout: 4m\n  quiet_period: soon\n")
+	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(c.stderr.String(), "reload on SIGHUP failed") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no failure logged for a bad file\n%s", c.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond) // polling interval
+	}
+	if s, err := settingsNow(); err != nil || s["gap_timeout"] != "3m0s" || s["quiet_period"] != "30s" {
+		t.Fatalf("a refused reload changed settings: %v, %v", s, err)
+	}
+
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := c.wait(t); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM\n%s", code, c.stderr.String())
+	}
+}
