@@ -76,7 +76,7 @@ func RunOutbound(ctx context.Context, cfg OutboundConfig) (OutboundReport, error
 		Sim:   sim.Config{Seed: cfg.Seed, Faults: cfg.Faults, Webhooks: sim.Webhooks{BatchSize: 20, Delay: sim.Range{Min: 10 * time.Millisecond, Max: 100 * time.Millisecond}}},
 		// Unknown outcomes resolve faster than in production so a short
 		// run sees compensation finish.
-		Settings: map[string]any{"quiet_period": "2s", "backoff_base": "100ms", "backoff_cap": "2s"},
+		Settings: map[string]any{"quiet_period": "6s", "backoff_base": "100ms", "backoff_cap": "2s"},
 	})
 	if err != nil {
 		return OutboundReport{}, err
