@@ -347,3 +347,33 @@ func TestReceiptsBatch(t *testing.T) {
 		t.Fatalf("rejected batches reached the pipeline: received %d → %d", before, got)
 	}
 }
+
+// TestLateReceiptsList: the audit table is visible through the API.
+func TestLateReceiptsList(t *testing.T) {
+	b := newReceiptBundle(t)
+	late := store.LateReceipt{Receipt: wamux.Receipt{MessageID: "wamid.L", AccountID: "acc1", Type: wamux.ReceiptDelivered,
+		EventTime: time.Unix(1750030000, 0).UTC(), Source: "webhook"}, Reason: receipts.LateReason}
+	if err := b.store.AddLateReceipts(context.Background(), []store.LateReceipt{late}); err != nil {
+		t.Fatal(err)
+	}
+	r := b.json(t, http.MethodGet, "/v1/late-receipts?limit=5", "")
+	if r.status != http.StatusOK {
+		t.Fatalf("late receipts: %d %s", r.status, r.body)
+	}
+	var got struct {
+		LateReceipts []struct {
+			MessageID string `json:"message_id"`
+			Type      string `json:"type"`
+			Reason    string `json:"reason"`
+		} `json:"late_receipts"`
+	}
+	if err := json.Unmarshal(r.body, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.LateReceipts) != 1 || got.LateReceipts[0].MessageID != "wamid.L" || got.LateReceipts[0].Reason != receipts.LateReason {
+		t.Fatalf("late receipts = %s", r.body)
+	}
+	if r := b.json(t, http.MethodGet, "/v1/late-receipts?limit=abc", ""); r.status != http.StatusBadRequest {
+		t.Fatalf("limit=abc: %d, want 400", r.status)
+	}
+}

@@ -102,16 +102,18 @@ type IngestResult struct {
 // memory queue, or arrive while apply_state is off, stay in the log and
 // the partition reads them back when it has caught up.
 type Pipeline struct {
-	cfg   Config
-	st    store.Store
-	set   *settings.Manager
-	log   *slog.Logger
-	now   func() time.Time
-	lru   *LRU
-	bloom *Bloom
-	m     *metrics
-	c     counters
-	parts []*partition
+	cfg Config
+	st  store.Store
+	set *settings.Manager
+	log *slog.Logger
+	now func() time.Time
+	lru *LRU
+	// appends carries Ingest calls to the appender (append.go).
+	appends chan *appendReq
+	bloom   *Bloom
+	m       *metrics
+	c       counters
+	parts   []*partition
 
 	paused  atomic.Bool // apply_state off
 	started atomic.Bool
@@ -169,7 +171,7 @@ func New(cfg Config) (*Pipeline, error) {
 		return nil, err
 	}
 	p := &Pipeline{cfg: cfg, st: cfg.Store, set: cfg.Settings, log: cfg.Logger, now: cfg.Now,
-		lru: lru, bloom: bloom, m: m, stop: make(chan struct{})}
+		lru: lru, bloom: bloom, m: m, stop: make(chan struct{}), appends: make(chan *appendReq, 1024)}
 	p.flushed = sync.NewCond(&p.flushMu)
 	for i := range cfg.Partitions {
 		p.parts = append(p.parts, newPartition(i, m))
@@ -216,6 +218,8 @@ func (p *Pipeline) Start(ctx context.Context) error {
 		p.wg.Add(1)
 		go p.run(pt)
 	}
+	p.wg.Add(1)
+	go p.runAppender()
 	return nil
 }
 
@@ -364,23 +368,10 @@ func (p *Pipeline) Ingest(ctx context.Context, source string, rs []wamux.Receipt
 	if len(keep) == 0 {
 		return res, nil
 	}
-	var ids []int64
-	err := p.retry(ctx, "append to the receipt log", func(ctx context.Context) error {
-		var err error
-		ids, err = p.st.AppendReceiptLog(ctx, keep)
-		return err
-	})
-	if err != nil {
+	if err := p.append(ctx, keep); err != nil {
 		return IngestResult{}, fmt.Errorf("receipts: ingest %d receipts: %w", len(keep), err)
 	}
-	// Durable from here on: remember the keys (L1) and hand the receipts
-	// to their partitions.
-	p.c.appended.Add(int64(len(keep)))
 	res.Accepted = len(keep)
-	for _, r := range keep {
-		p.lru.Add(r.AccountID, ReceiptID{MessageID: r.MessageID, Type: r.Type})
-	}
-	p.dispatch(ctx, ids, keep)
 	return res, nil
 }
 
