@@ -92,6 +92,15 @@ func RunDemo(ctx context.Context, cfg DemoConfig) (DemoSummary, error) {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	last := time.Now()
+	// A lost message: about once a minute one seq of "support" is held
+	// back, so the account's later seqs wait until gap_timeout skips it
+	// (seq waiting, gaps skipped); 30 s later the client sends it after all
+	// and it is parked as held, never sent out of order.
+	type withheld struct {
+		msg map[string]any
+		due time.Time
+	}
+	var lost []withheld
 loop:
 	for {
 		select {
@@ -116,8 +125,13 @@ loop:
 				seq := next[i]
 				to := fmt.Sprintf("49%03d%06d", i, rng.IntN(500))
 				p := []string{"P0", "P1", "P1", "P1", "P2"}[rng.IntN(5)]
-				window = append(window, map[string]any{"biz_type": "demo", "account_id": a.id, "client_seq": seq, "to": to,
-					"priority": p, "type": "text", "text": map[string]any{"body": fmt.Sprintf("order %d update", seq)}})
+				msg := map[string]any{"biz_type": "demo", "account_id": a.id, "client_seq": seq, "to": to,
+					"priority": p, "type": "text", "text": map[string]any{"body": fmt.Sprintf("order %d update", seq)}}
+				if a.id == "support" && seq%600 == 50 {
+					lost = append(lost, withheld{msg, now.Add(30 * time.Second)})
+					continue
+				}
+				window = append(window, msg)
 			}
 			rng.Shuffle(len(window), func(x, y int) { window[x], window[y] = window[y], window[x] })
 			batch = append(batch, window...)
@@ -126,6 +140,10 @@ loop:
 			for k := 0; k < (len(window)+9)/10; k++ {
 				batch = append(batch, window[rng.IntN(len(window))])
 			}
+		}
+		for len(lost) > 0 && !now.Before(lost[0].due) {
+			batch = append(batch, lost[0].msg)
+			lost = lost[1:]
 		}
 		// Messages without an account: routed to the pool, sticky per customer.
 		for k := 0; k < 2; k++ {
