@@ -30,6 +30,10 @@ type partition struct {
 	acked chan struct{}
 	// space is signalled (on mu) when the processor takes from the queue.
 	space *sync.Cond
+	// remerge holds the log ids of batches that failed part way: L3 may
+	// have stored them before the merge failed, so when read back they
+	// are merged whatever the dedup layers say (see Pipeline.recover).
+	remerge map[int64]struct{}
 }
 
 func newPartition(id int, m *metrics) *partition {
@@ -41,6 +45,7 @@ func newPartition(id int, m *metrics) *partition {
 		wake:      make(chan struct{}, 1),
 	}
 	pt.space = sync.NewCond(&pt.mu)
+	pt.remerge = map[int64]struct{}{}
 	return pt
 }
 
@@ -142,7 +147,7 @@ func (p *Pipeline) run(pt *partition) {
 		batch, wait, spill := pt.take(p.cfg.BatchMin, p.cfg.BatchMax, p.cfg.BatchWait, stopping)
 		switch {
 		case len(batch) > 0:
-			if !p.processOrSpill(pt, batch) && !p.sleep(pt, p.cfg.Retry.Max) {
+			if !p.processOrSpill(pt, batch, false) && !p.sleep(pt, p.cfg.Retry.Max) {
 				return
 			}
 		case wait > 0:
@@ -184,20 +189,19 @@ func (p *Pipeline) sleep(pt *partition, d time.Duration) bool {
 // processOrSpill processes a batch; if the store keeps failing beyond the
 // bounded retry, the batch stays in the log, the partition is marked to
 // read it back, and false tells the caller to back off.
-func (p *Pipeline) processOrSpill(pt *partition, batch []store.LoggedReceipt) bool {
-	err := p.process(p.ctx, pt.id, batch, false)
+func (p *Pipeline) processOrSpill(pt *partition, batch []store.LoggedReceipt, remerge bool) bool {
+	err := p.process(p.ctx, pt.id, batch, remerge)
 	if err == nil {
+		if remerge {
+			pt.forgetRemerge(batch)
+		}
 		p.ackAsync(pt, batch)
 		return true
 	}
 	if !transient(err) && p.ctx.Err() == nil {
-		return p.isolatePoison(pt, batch)
+		return p.isolatePoison(pt, batch, remerge)
 	}
-	lowest := batch[0].ID
-	for _, l := range batch {
-		lowest = min(lowest, l.ID)
-	}
-	pt.spill(lowest)
+	pt.spillForRemerge(batch)
 	if p.ctx.Err() == nil {
 		p.m.failures.WithLabelValues("store_unavailable").Inc()
 		p.log.Error("receipts: batch left in the log after retries; it will be read back", "partition", pt.id,
@@ -236,9 +240,15 @@ func (p *Pipeline) reload(pt *partition, from int64) {
 			}
 		}
 		p.c.readBack.Add(int64(len(mine)))
-		for start := 0; start < len(mine); start += p.cfg.BatchMax {
-			if !p.processOrSpill(pt, mine[start:min(start+p.cfg.BatchMax, len(mine))]) {
-				return
+		again, first := pt.splitRemerge(mine)
+		for _, g := range []struct {
+			ls      []store.LoggedReceipt
+			remerge bool
+		}{{first, false}, {again, true}} {
+			for start := 0; start < len(g.ls); start += p.cfg.BatchMax {
+				if !p.processOrSpill(pt, g.ls[start:min(start+p.cfg.BatchMax, len(g.ls))], g.remerge) {
+					return
+				}
 			}
 		}
 		after = page[len(page)-1].ID
@@ -251,10 +261,10 @@ func (p *Pipeline) reload(pt *partition, from int64) {
 // isolatePoison processes a batch the store refused as invalid one receipt
 // at a time, and dead-letters (then acknowledges) each receipt it still
 // refuses, so one bad receipt cannot block its partition.
-func (p *Pipeline) isolatePoison(pt *partition, batch []store.LoggedReceipt) bool {
+func (p *Pipeline) isolatePoison(pt *partition, batch []store.LoggedReceipt, remerge bool) bool {
 	for i := range batch {
 		one := batch[i : i+1]
-		err := p.process(p.ctx, pt.id, one, false)
+		err := p.process(p.ctx, pt.id, one, remerge)
 		if err == nil {
 			n, err := p.ack(p.ctx, one)
 			if err != nil {
@@ -265,7 +275,7 @@ func (p *Pipeline) isolatePoison(pt *partition, batch []store.LoggedReceipt) boo
 			continue
 		}
 		if transient(err) {
-			pt.spill(one[0].ID)
+			pt.spillForRemerge(batch[i:])
 			return false
 		}
 		payload, _ := json.Marshal(one[0].Receipt)
@@ -311,4 +321,41 @@ func (p *Pipeline) ackAsync(pt *partition, batch []store.LoggedReceipt) {
 		}
 		p.markProcessed(n)
 	}()
+}
+
+// spillForRemerge leaves a failed batch to the log, to be read back and
+// merged again.
+func (pt *partition) spillForRemerge(batch []store.LoggedReceipt) {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	for _, l := range batch {
+		pt.remerge[l.ID] = struct{}{}
+		pt.spillFrom = min(pt.spillFrom, l.ID)
+	}
+}
+
+func (pt *partition) forgetRemerge(batch []store.LoggedReceipt) {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	for _, l := range batch {
+		delete(pt.remerge, l.ID)
+	}
+}
+
+// splitRemerge separates read-back entries of failed batches from the
+// others.
+func (pt *partition) splitRemerge(ls []store.LoggedReceipt) (again, first []store.LoggedReceipt) {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	if len(pt.remerge) == 0 {
+		return nil, ls
+	}
+	for _, l := range ls {
+		if _, ok := pt.remerge[l.ID]; ok {
+			again = append(again, l)
+		} else {
+			first = append(first, l)
+		}
+	}
+	return again, first
 }

@@ -273,7 +273,17 @@ func TestSwitchesWithoutRestart(t *testing.T) {
 // real store underneath, faults injected at its edge.
 type flakyStore struct {
 	store.Store
-	failures atomic.Int32
+	failures    atomic.Int32
+	putFailures atomic.Int32
+}
+
+// PutStates fails with an infrastructure error putFailures times: the
+// receipts are stored (L3) by then, but their merge is not.
+func (f *flakyStore) PutStates(ctx context.Context, states []store.MessageState) error {
+	if f.putFailures.Add(-1) >= 0 {
+		return errors.New("database is locked")
+	}
+	return f.Store.PutStates(ctx, states)
 }
 
 func (f *flakyStore) InsertReceipts(ctx context.Context, rs []wamux.Receipt) ([]bool, error) {
@@ -341,5 +351,23 @@ func TestIngestRejectsInvalid(t *testing.T) {
 	}
 	if res := ingest(t, p, rcpt("a", "w", wamux.ReceiptSent, 1)); res.Accepted != 0 || res.Duplicates != 1 {
 		t.Fatalf("repeat result = %+v, want an L1 duplicate", res)
+	}
+}
+
+// TestMergeFailsAfterStore: when the merge of a batch fails beyond the
+// bounded retry after L3 stored its receipts, the batch read back from the
+// log is merged anyway: the dedup layers would call it a duplicate.
+func TestMergeFailsAfterStore(t *testing.T) {
+	st := openSQLite(t)
+	f := &flakyStore{Store: st}
+	f.putFailures.Store(3)
+	p := startPipeline(t, receipts.Config{Store: f, Retry: receipts.RetryConfig{Attempts: 2, Base: time.Millisecond, Max: 2 * time.Millisecond}})
+	rs := []wamux.Receipt{rcpt("acc1", "w1", wamux.ReceiptSent, 1), rcpt("acc1", "w1", wamux.ReceiptRead, 2), rcpt("acc1", "w2", wamux.ReceiptDelivered, 3)}
+	ingest(t, p, rs...)
+	flush(t, p)
+	checkStored(t, st, rs)
+	checkStates(t, st, expected(rs))
+	if s := p.Stats(); s.ReadBack == 0 || f.putFailures.Load() >= 0 {
+		t.Fatalf("stats %+v, put failures left %d: the failure path was not taken", s, f.putFailures.Load())
 	}
 }
