@@ -60,6 +60,8 @@ type App struct {
 func New(cfg config.Config, log *slog.Logger) *App {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Lines logged with a request's context carry its request_id (issue 6).
+	log = slog.New(httpapi.WithRequestIDs(log.Handler()))
 	return &App{cfg: cfg, log: log, registry: reg}
 }
 

@@ -250,7 +250,7 @@ func (m *Manager) Update(ctx context.Context, changes map[string]string) (Values
 	oldMap := old.Map()
 	for _, k := range sortedKeys(toStore) {
 		if oldMap[k] != canon[k] {
-			m.log.Info("setting changed", "key", k, "old", oldMap[k], "new", canon[k])
+			m.log.InfoContext(ctx, "setting changed", "key", k, "old", oldMap[k], "new", canon[k])
 		}
 	}
 	for _, fn := range m.listeners {
