@@ -90,17 +90,23 @@ type IngestResult struct {
 // Pipeline turns receipts into merged current statuses:
 //
 //	Ingest: normalize → L1 (per-account LRU) → durable append to the
-//	        receipt log (the store's group commit) → return
+//	        receipt log (one appender group-commits concurrent calls) →
+//	        return: the caller's 200 means durable
 //	partition processor (one per hash(account) mod Partitions), in batches
 //	        of ≥ BatchMin or after BatchWait: L2 Bloom (hits confirmed in the
-//	        store) → L3 unique insert → Merge → states, late audit, outbound
-//	        message resolution → acknowledge (delete) the log entries
+//	        store) → L3 unique insert ∥ Merge → states ∥ outbound message
+//	        resolution → late audit → acknowledge (delete) the log entries
 //
 // The log is the stream: what Ingest acknowledged is in it until processed,
 // so a crash between the two is repaired at the next Start, which processes
 // whatever the log still holds. Receipts that do not fit a partition's
 // memory queue, or arrive while apply_state is off, stay in the log and
 // the partition reads them back when it has caught up.
+//
+// A status whose outbound message is not known yet (the send's response
+// has not been recorded) is not lost: its receipt and merged state are
+// stored under account and wamid, and the dispatcher applies
+// MessageStatusFor(state) when it records the wamid.
 type Pipeline struct {
 	cfg Config
 	st  store.Store
