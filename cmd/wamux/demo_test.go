@@ -1,0 +1,38 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestDemoSummary runs `wamux demo --duration 10s --json` as a user would
+// and checks the promises of its summary.
+func TestDemoSummary(t *testing.T) {
+	var out, errOut strings.Builder
+	code := run(context.Background(), []string{"demo", "--listen", "127.0.0.1:0", "--duration", "10s", "--json",
+		"--data-dir", t.TempDir()}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, errOut.String())
+	}
+	var sum struct {
+		Submitted            int64 `json:"submitted"`
+		Accepted             int64 `json:"accepted"`
+		DuplicatesAtProvider int64 `json:"duplicates_at_provider"`
+		OrderViolations      int64 `json:"order_violations"`
+		OverLimit            int64 `json:"over_limit"`
+	}
+	if err := json.Unmarshal([]byte(out.String()), &sum); err != nil {
+		t.Fatalf("summary is not JSON: %v\n%s", err, out.String())
+	}
+	if sum.Submitted == 0 || sum.Accepted == 0 {
+		t.Fatalf("no traffic: %+v", sum)
+	}
+	if sum.DuplicatesAtProvider != 0 || sum.OrderViolations != 0 || sum.OverLimit != 0 {
+		t.Fatalf("summary %+v: want zero duplicates, order violations and over-limit requests", sum)
+	}
+	if !strings.Contains(errOut.String(), "dashboard at http://127.0.0.1:") {
+		t.Fatalf("the dashboard URL was not printed:\n%s", errOut.String())
+	}
+}
