@@ -22,8 +22,12 @@ type OutboundConfig struct {
 	Rate     float64
 	Duration time.Duration
 	Faults   sim.Faults
-	Seed     uint64
-	Store    string
+	// Load, when above 0, paces submission at Load × Rate per account
+	// (0.5: half the capacity, for latency below capacity); 0 submits
+	// everything at once (saturation, for utilization).
+	Load  float64
+	Seed  uint64
+	Store string
 	// Progress, when set, is called about once a second while waiting.
 	Progress func(accepted, total int64)
 }
@@ -39,6 +43,7 @@ type Latency struct {
 // comes from the simulator's ground truth unless named otherwise.
 type OutboundReport struct {
 	Accounts             int                `json:"accounts"`
+	Load                 float64            `json:"load,omitempty"`
 	RatePerAccount       float64            `json:"rate_per_account"`
 	DurationSec          float64            `json:"duration_sec"`
 	Submitted            int                `json:"submitted"`
@@ -56,6 +61,9 @@ type OutboundReport struct {
 	NotAccepted          int                `json:"not_accepted"`
 	Latency              map[string]Latency `json:"latency_submit_to_accepted"`
 }
+
+// paceTick is how often a paced run submits.
+const paceTick = 50 * time.Millisecond
 
 type sentMsg struct {
 	account  string
@@ -84,6 +92,9 @@ func RunOutbound(ctx context.Context, cfg OutboundConfig) (OutboundReport, error
 	defer h.Close()
 
 	perAccount := int(math.Ceil(cfg.Rate * cfg.Duration.Seconds()))
+	if cfg.Load > 0 {
+		perAccount = int(math.Ceil(cfg.Rate * cfg.Load * cfg.Duration.Seconds()))
+	}
 	recipients := max(50, perAccount/2) // ≤ 2 messages per recipient: pair limits stay out of the way
 	burst := max(1, int(cfg.Rate/10))
 	rng := rand.New(rand.NewPCG(cfg.Seed, 7))
@@ -117,9 +128,15 @@ func RunOutbound(ctx context.Context, cfg OutboundConfig) (OutboundReport, error
 				meta: sentMsg{account: id, pnid: pnid, to: to, seq: seq, priority: p},
 			}
 		}
-		// Shuffle within windows of 50 so the reorder buffer has work.
-		for w := 0; w < len(seqs); w += 50 {
-			win := seqs[w:min(w+50, len(seqs))]
+		// Shuffle within windows so the reorder buffer has work: of 50 when
+		// everything is submitted at once, of what one paced round submits
+		// otherwise (a wider window would add waiting to the latency).
+		window := 50
+		if cfg.Load > 0 {
+			window = max(1, int(cfg.Rate*cfg.Load*paceTick.Seconds()))
+		}
+		for w := 0; w < len(seqs); w += window {
+			win := seqs[w:min(w+window, len(seqs))]
 			rng.Shuffle(len(win), func(i, j int) { win[i], win[j] = win[j], win[i] })
 		}
 		perAcc[a] = seqs
@@ -135,12 +152,10 @@ func RunOutbound(ctx context.Context, cfg OutboundConfig) (OutboundReport, error
 	sent := make(map[string]sentMsg, len(all))
 	var mu sync.Mutex
 	start := time.Now()
-	const batch = 500
 	var wg sync.WaitGroup
 	errs := make(chan error, 1)
 	sem := make(chan struct{}, 4)
-	for i := 0; i < len(all); i += batch {
-		chunk := all[i:min(i+batch, len(all))]
+	submit := func(chunk []req) {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -176,6 +191,34 @@ func RunOutbound(ctx context.Context, cfg OutboundConfig) (OutboundReport, error
 			}
 		}()
 	}
+	const batch = 500
+	if cfg.Load <= 0 {
+		for i := 0; i < len(all); i += batch {
+			submit(all[i:min(i+batch, len(all))])
+		}
+	} else {
+		// Paced: each round submits what the offered rate owes since the
+		// last one, so a slow round is made up, not lost.
+		tick := time.NewTicker(paceTick)
+		owed, next, last := 0.0, 0, start
+		for next < len(all) {
+			select {
+			case <-ctx.Done():
+				tick.Stop()
+				return OutboundReport{}, ctx.Err()
+			case now := <-tick.C:
+				owed += float64(cfg.Accounts) * cfg.Rate * cfg.Load * now.Sub(last).Seconds()
+				last = now
+			}
+			n := min(int(owed), len(all)-next)
+			owed -= float64(n)
+			for i := next; i < next+n; i += batch {
+				submit(all[i:min(i+batch, next+n)])
+			}
+			next += n
+		}
+		tick.Stop()
+	}
 	wg.Wait()
 	select {
 	case err := <-errs:
@@ -209,7 +252,7 @@ func RunOutbound(ctx context.Context, cfg OutboundConfig) (OutboundReport, error
 func outboundReport(cfg OutboundConfig, h *Harness, sent map[string]sentMsg, start time.Time, burst int) OutboundReport {
 	st := h.Sim.Stats()
 	rep := OutboundReport{
-		Accounts: cfg.Accounts, RatePerAccount: cfg.Rate, DurationSec: cfg.Duration.Seconds(),
+		Accounts: cfg.Accounts, Load: cfg.Load, RatePerAccount: cfg.Rate, DurationSec: cfg.Duration.Seconds(),
 		Submitted: len(sent), Accepted: st.Totals.Accepted, OverLimit: st.Totals.OverLimit,
 		Provider429: st.Totals.Rejected[130429], DuplicatesAtProvider: st.Totals.Duplicates,
 		Latency: map[string]Latency{},
