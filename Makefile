@@ -27,8 +27,13 @@ $(STATICCHECK):
 staticcheck: $(STATICCHECK)
 	$(STATICCHECK) ./...
 
+# Test artifacts (the dashboard screenshot of the browser test) are kept in
+# $(TEST_OUTPUT)/_artifacts.
+TEST_OUTPUT ?= $(CURDIR)/test-output
+
 unit:
-	$(GO) test -race -count=1 -timeout 30m ./...
+	mkdir -p $(TEST_OUTPUT)
+	$(GO) test -race -count=1 -timeout 30m -artifacts -outputdir $(TEST_OUTPUT) ./...
 
 build:
 	$(GO) build -o wamux ./cmd/wamux
