@@ -187,6 +187,7 @@ func (a *App) Start(ctx context.Context) error {
 	if err := pipe.Start(ctx); err != nil {
 		return fail(fmt.Errorf("app: start receipts: %w", err))
 	}
+	disp.SetReceiptProgress(pipe)
 	undo = append(undo, func() {
 		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

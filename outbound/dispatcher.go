@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -69,6 +70,8 @@ type Dispatcher struct {
 	maxIn    int
 
 	routeMu sync.Mutex // one routing decision at a time: first messages to one recipient agree
+
+	progress atomic.Pointer[ReceiptProgress]
 
 	mu       sync.Mutex
 	running  bool
@@ -434,6 +437,29 @@ func sortForQueue(msgs []wamux.Message) {
 // CooldownUntil reports when a gateway-imposed cooldown ends.
 func (d *Dispatcher) CooldownUntil(accountID string) time.Time {
 	return d.limiter.Limit(accountID).CooldownUntil
+}
+
+// ReceiptProgress is how far the receipt pipeline has got: receipts made
+// durable, and receipts processed (merged, messages resolved), both counted
+// since start. *receipts.Pipeline implements it.
+type ReceiptProgress interface {
+	Appended() int64
+	Processed() int64
+}
+
+// SetReceiptProgress lets the compensator wait, after the quiet period, for
+// statuses that already arrived to be processed before it resends: under
+// load the receipt pipeline may lag, and a status in its queue would
+// otherwise be missed and the message sent twice.
+func (d *Dispatcher) SetReceiptProgress(rp ReceiptProgress) {
+	d.progress.Store(&rp)
+}
+
+func (d *Dispatcher) receiptProgress() ReceiptProgress {
+	if p := d.progress.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Kick wakes every worker to look at its queues and timers now; tests that

@@ -21,6 +21,10 @@ type item struct {
 	// resend: the compensator found nothing; the next attempt resends the
 	// same msg_id and is counted as a resend.
 	resend bool
+	// compSince and compMark: when the compensator first looked at this
+	// unknown outcome, and how many receipts had been received then.
+	compSince time.Time
+	compMark  int64
 	// pairHits counts 131056 answers for this message in a row; the
 	// recipient waits 4^pairHits seconds after the next one.
 	pairHits int

@@ -204,3 +204,59 @@ func TestStatusBeforeResponseIsApplied(t *testing.T) {
 	e.submit(m)
 	waitFor(t, "early delivered status applied", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusDelivered })
 }
+
+// lagging is a receipt pipeline that has received more than it processed.
+type lagging struct {
+	appended, processed atomic.Int64
+	asked               chan struct{}
+}
+
+func (l *lagging) Appended() int64 { return l.appended.Load() }
+func (l *lagging) Processed() int64 {
+	select {
+	case l.asked <- struct{}{}:
+	default:
+	}
+	return l.processed.Load()
+}
+
+// TestCompensationWaitsForReceiptBacklog: after the quiet period, while
+// statuses already received are still being processed, the compensator
+// waits instead of resending; the status, once processed, resolves it.
+func TestCompensationWaitsForReceiptBacklog(t *testing.T) {
+	sp := newSwitching(t)
+	e := newEnv(t, envOpts{
+		simCfg:   sim.Config{Faults: sim.Faults{SlowAccept: 1, SlowDelay: 600 * time.Millisecond}},
+		settings: map[string]string{"quiet_period": "2s"},
+		provider: func(outbound.Provider) outbound.Provider { return sp },
+	})
+	lag := &lagging{asked: make(chan struct{}, 1)}
+	lag.appended.Store(10)
+	lag.processed.Store(5)
+	e.d.SetReceiptProgress(lag)
+	e.addAccount("acc", "3005", 100, 10, sim.Limits{Rate: 1000})
+	m := textMsg(t, outbound.Request{AccountID: "acc", To: "15552227777"})
+	e.submit(m)
+	waitFor(t, "message unknown", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusUnknown })
+	select {
+	case <-lag.asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the compensator never asked how far the receipt pipeline is")
+	}
+	if got := sp.calls.Load(); got != 1 {
+		t.Fatalf("resent while receipts were still being processed: %d calls", got)
+	}
+	e.waitAccepted(1, 10*time.Second)
+	wamid := e.sim.Messages("3005", "")[0].WAMID
+	if ok, err := e.store.UpdateMessage(context.Background(), store.MessageUpdate{MsgID: m.ID,
+		From: []wamux.Status{wamux.StatusUnknown}, Status: wamux.StatusSent, WAMID: wamid}); err != nil || !ok {
+		t.Fatalf("resolve: %v %v", ok, err)
+	}
+	lag.processed.Store(10)
+	waitFor(t, "compensation resolved", 10*time.Second, func() bool {
+		return metric(t, e, "wamux_resends_total", map[string]string{"outcome": "resolved"}) == 1
+	})
+	if got := sp.calls.Load(); got != 1 || e.sim.Stats().Totals.Duplicates != 0 {
+		t.Fatalf("provider called %d times, duplicates %d", got, e.sim.Stats().Totals.Duplicates)
+	}
+}

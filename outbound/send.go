@@ -133,6 +133,18 @@ func (w *worker) send(it *item) (action, time.Duration) {
 // resent with the same msg_id.
 func (w *worker) compensate(it *item) (action, time.Duration) {
 	d := w.d
+	s := d.settings.Current()
+	if rp := d.receiptProgress(); rp != nil {
+		now := d.clock.Now()
+		if it.compSince.IsZero() {
+			it.compSince, it.compMark = now, rp.Appended()
+		}
+		// Statuses received before now are still being processed: look
+		// again shortly, for at most another quiet period.
+		if rp.Processed() < it.compMark && now.Sub(it.compSince) < s.QuietPeriod {
+			return actRetry, 200 * time.Millisecond
+		}
+	}
 	ctx, cancel := bg()
 	m, err := d.store.GetMessage(ctx, it.msg.ID)
 	cancel()
@@ -144,7 +156,6 @@ func (w *worker) compensate(it *item) (action, time.Duration) {
 		d.metrics.resends.WithLabelValues(w.id, "resolved").Inc()
 		return actDone, 0
 	}
-	s := d.settings.Current()
 	if it.retries >= s.MaxAttempts {
 		why := fmt.Sprintf("outcome still unknown after %d attempts", it.retries)
 		ctx, cancel := bg()
@@ -156,6 +167,7 @@ func (w *worker) compensate(it *item) (action, time.Duration) {
 		return actDone, 0
 	}
 	it.unknown, it.resend = false, true
+	it.compSince, it.compMark = time.Time{}, 0
 	return actRetry, 0
 }
 

@@ -411,3 +411,12 @@ func keyOf(r wamux.Receipt) store.ReceiptKey {
 
 // noSpill marks a partition with nothing left in the log.
 const noSpill = math.MaxInt64
+
+// Appended counts receipts made durable by Ingest since New; Processed
+// counts log entries processed since New. The dispatcher's compensator
+// compares them: a status that arrived before its quiet period ended must
+// be processed before it concludes that none came.
+func (p *Pipeline) Appended() int64 { return p.c.appended.Load() }
+
+// Processed: see Appended.
+func (p *Pipeline) Processed() int64 { return p.c.processed.Load() }
