@@ -229,7 +229,8 @@ func RunOutbound(ctx context.Context, cfg OutboundConfig) (OutboundReport, error
 	}
 
 	total := int64(len(sent))
-	deadline := start.Add(3*cfg.Duration + 30*time.Second)
+	// Room for unknown outcomes: a quiet period, its extension and a resend.
+	deadline := start.Add(3*cfg.Duration + 150*time.Second)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	lastProgress := time.Now()
