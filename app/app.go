@@ -54,6 +54,10 @@ type App struct {
 	// simulator may also just point accounts' base_url at it). Set before
 	// Start.
 	Provider outbound.Provider
+	// ReceiptBloom sizes the receipt pipeline's Bloom filter; zero fields
+	// take the defaults. The demo makes it small so false positives (each
+	// confirmed against the store) show. Set before Start.
+	ReceiptBloom receipts.BloomConfig
 }
 
 // New prepares an App; nothing is opened until Start.
@@ -180,7 +184,7 @@ func (a *App) Start(ctx context.Context) error {
 
 	// receipts pipeline wiring (issue 5): Start first works off what the
 	// log kept from the last run, before the webhook takes new receipts.
-	pipe, err := receipts.New(receipts.Config{Store: st, Registry: a.registry, Settings: set, Logger: a.log})
+	pipe, err := receipts.New(receipts.Config{Store: st, Registry: a.registry, Settings: set, Logger: a.log, Bloom: a.ReceiptBloom})
 	if err != nil {
 		return fail(fmt.Errorf("app: receipts: %w", err))
 	}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wamux/wamux/receipts"
 	"github.com/wamux/wamux/sim"
 )
 
@@ -58,8 +59,12 @@ func RunDemo(ctx context.Context, cfg DemoConfig) (DemoSummary, error) {
 			Webhooks: sim.Webhooks{ReadProbability: 0.6, FailProbability: 0.02, BatchSize: 10,
 				Delay: sim.Range{Min: 50 * time.Millisecond, Max: 800 * time.Millisecond}},
 		},
+		// A short late window and a small P2 bound let the late-receipt
+		// audit and P2 shedding show within a minute; a small Bloom filter
+		// makes false positives (each confirmed against the store) show.
 		Settings: map[string]any{"quiet_period": "5s", "gap_timeout": "20s", "backoff_base": "200ms", "backoff_cap": "5s",
-			"cooldown_min": "5s", "cooldown_max": "20s"},
+			"cooldown_min": "5s", "cooldown_max": "20s", "late_window": "1s", "p2_max_depth": 60},
+		Bloom: receipts.BloomConfig{ExpectedPerHour: 2000},
 	})
 	if err != nil {
 		return DemoSummary{}, err
@@ -74,7 +79,7 @@ func RunDemo(ctx context.Context, cfg DemoConfig) (DemoSummary, error) {
 		// than its limit; "Meta" also answers 130429 now and then on its
 		// own (as it does when a WABA-wide limit trips), which the
 		// adaptive limiter answers by backing off.
-		{"promo-overdriven", "100200300404", 15, 15, 17},
+		{"promo-overdriven", "100200300404", 15, 15, 20},
 	}
 	for _, a := range accounts {
 		if err := h.AddAccount(ctx, a.id, a.pnid, a.rate, max(1, int(a.rate/10)), sim.Limits{Rate: a.metaRate}); err != nil {
@@ -112,12 +117,18 @@ func RunDemo(ctx context.Context, cfg DemoConfig) (DemoSummary, error) {
 		due time.Time
 	}
 	var lost []withheld
+	events := newOperatorEvents("100200300404")
 loop:
 	for {
 		select {
 		case <-ctx.Done():
 			break loop
 		case <-tick.C:
+		}
+		if body, ok := events.next(time.Now()); ok {
+			if err := h.PostWebhook(ctx, body); err != nil && ctx.Err() == nil {
+				return DemoSummary{}, err
+			}
 		}
 		// Owe messages for the time that really passed: a slow round (a
 		// loaded machine, the race detector) makes the next batch larger

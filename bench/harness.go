@@ -22,6 +22,7 @@ import (
 	"github.com/wamux/wamux/app"
 	"github.com/wamux/wamux/config"
 	"github.com/wamux/wamux/provider/cloudapi"
+	"github.com/wamux/wamux/receipts"
 	"github.com/wamux/wamux/sim"
 )
 
@@ -41,6 +42,8 @@ type HarnessConfig struct {
 	ClientTimeout time.Duration
 	// Settings are applied through PATCH /v1/config before traffic.
 	Settings map[string]any
+	// Bloom sizes the receipt pipeline's Bloom filter (zero: defaults).
+	Bloom receipts.BloomConfig
 }
 
 // Harness is a running gateway and simulator.
@@ -50,8 +53,10 @@ type Harness struct {
 	URL    string // gateway base URL
 	SimURL string
 	APIKey string
-	http   *http.Client
-	tmp    string
+	// AppSecret signs webhooks the gateway accepts.
+	AppSecret string
+	http      *http.Client
+	tmp       string
 }
 
 func randomHex(n int) string {
@@ -93,6 +98,8 @@ func Start(ctx context.Context, cfg HarnessConfig) (*Harness, error) {
 	}
 	a := app.New(c, cfg.Logger)
 	a.Provider = client
+	a.ReceiptBloom = cfg.Bloom
+	h.AppSecret = secret
 	if err := a.Start(ctx); err != nil {
 		h.cleanup()
 		return nil, err
@@ -170,6 +177,27 @@ func (h *Harness) Do(ctx context.Context, method, path string, body, out any) er
 	}
 	if out != nil {
 		return json.Unmarshal(raw, out)
+	}
+	return nil
+}
+
+// PostWebhook signs body with the app secret and posts it to /webhook, as
+// Meta would.
+func (h *Harness) PostWebhook(ctx context.Context, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, "POST", h.URL+"/webhook", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Hub-Signature-256", cloudapi.Sign(body, h.AppSecret))
+	res, err := h.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("POST /webhook: %d %s", res.StatusCode, bytes.TrimSpace(raw))
 	}
 	return nil
 }
