@@ -300,3 +300,25 @@ type InboundMessage struct {
 	SentAt     time.Time
 	ReceivedAt time.Time
 }
+
+// PrepareAccount fills an account's defaults and rejects one no sender
+// could use; every implementation calls it in CreateAccount, so the rules
+// exist once.
+func PrepareAccount(a *wamux.Account) error {
+	if a.ID == "" || a.PhoneNumberID == "" {
+		return wamux.Errorf(wamux.EInvalid, "account needs an id and a phone_number_id")
+	}
+	if a.State == "" {
+		a.State = wamux.AccountActive
+	}
+	if !a.State.Valid() {
+		return wamux.Errorf(wamux.EInvalid, "unknown account state %q", a.State)
+	}
+	if a.BaseURL == "" {
+		a.BaseURL = wamux.DefaultBaseURL
+	}
+	if a.RatePerSec < 0 || a.Burst < 0 {
+		return wamux.Errorf(wamux.EInvalid, "rate_per_sec and burst must not be negative")
+	}
+	return nil
+}

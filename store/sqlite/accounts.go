@@ -28,30 +28,10 @@ func scanAccount(sc scanner) (wamux.Account, error) {
 	return a, nil
 }
 
-// validateAccount fills defaults and rejects accounts no sender could use.
-func validateAccount(a *wamux.Account) error {
-	if a.ID == "" || a.PhoneNumberID == "" {
-		return wamux.Errorf(wamux.EInvalid, "account needs an id and a phone_number_id")
-	}
-	if a.State == "" {
-		a.State = wamux.AccountActive
-	}
-	if !a.State.Valid() {
-		return wamux.Errorf(wamux.EInvalid, "unknown account state %q", a.State)
-	}
-	if a.BaseURL == "" {
-		a.BaseURL = wamux.DefaultBaseURL
-	}
-	if a.RatePerSec < 0 || a.Burst < 0 {
-		return wamux.Errorf(wamux.EInvalid, "rate_per_sec and burst must not be negative")
-	}
-	return nil
-}
-
 // CreateAccount stores a new account. An empty State becomes active and an
 // empty BaseURL the Graph API.
 func (s *Store) CreateAccount(ctx context.Context, a wamux.Account) (wamux.Account, error) {
-	if err := validateAccount(&a); err != nil {
+	if err := store.PrepareAccount(&a); err != nil {
 		return wamux.Account{}, err
 	}
 	now := s.now()
