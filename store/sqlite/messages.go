@@ -186,7 +186,7 @@ func (s *Store) UpdateMessage(ctx context.Context, u store.MessageUpdate) (bool,
 		return false, wamux.Errorf(wamux.EInvalid, "update needs a msg_id")
 	}
 	var applied bool
-	err := s.write(ctx, func(w *writeTx) error {
+	err := s.writeOneStatement(ctx, func(w *writeTx) error {
 		var err error
 		applied, err = updateMessageTx(w, u, ms(s.now()))
 		return err

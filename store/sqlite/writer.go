@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+
+	"github.com/wamux/wamux"
 )
 
 // request is one caller's write: fn runs inside the shared transaction and
@@ -12,6 +14,11 @@ type request struct {
 	ctx  context.Context
 	fn   func(w *writeTx) error
 	done chan error
+	// oneStatement: fn writes with a single SQL statement, which SQLite
+	// makes atomic by itself (a failing statement undoes its own changes),
+	// so the savepoint around it is not needed. Hot single-row updates
+	// save two statements per request this way.
+	oneStatement bool
 }
 
 // write hands fn to the writer and waits until the transaction that ran it
@@ -23,10 +30,19 @@ type request struct {
 // the wait is short and the answer is exact: no "maybe committed", and fn
 // never writes to the caller's variables after write has returned.
 func (s *Store) write(ctx context.Context, fn func(w *writeTx) error) error {
+	return s.enqueue(ctx, &request{ctx: ctx, fn: fn, done: make(chan error, 1)})
+}
+
+// writeOneStatement is write for an fn that changes the database with one
+// SQL statement (it may read before or after).
+func (s *Store) writeOneStatement(ctx context.Context, fn func(w *writeTx) error) error {
+	return s.enqueue(ctx, &request{ctx: ctx, fn: fn, done: make(chan error, 1), oneStatement: true})
+}
+
+func (s *Store) enqueue(ctx context.Context, r *request) error {
 	if err := ctx.Err(); err != nil {
 		return wrapErr(err)
 	}
-	r := &request{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	s.mu.RLock()
 	if s.closed {
 		s.mu.RUnlock()
@@ -111,6 +127,20 @@ func (s *Store) commitBatch(w *writeTx, batch []*request, errs []error) []error 
 				errs[i] = err
 				_, _ = w.conn.ExecContext(context.Background(), "ROLLBACK")
 				return errs
+			}
+			continue
+		}
+		if r.oneStatement {
+			err := runSafely(w, r.fn)
+			if err == nil {
+				continue
+			}
+			errs[i] = err
+			if wamux.ErrorCode(err) == wamux.EInternal || wamux.ErrorCode(err) == wamux.EUnavailable {
+				// Not a statement-level refusal (a constraint, a missing
+				// row): SQLite may have rolled back the transaction, so
+				// give up on the whole batch.
+				return fail(err)
 			}
 			continue
 		}

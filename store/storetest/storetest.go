@@ -34,6 +34,7 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("Owners", func(t *testing.T) { testOwners(t, newStore(t)) })
 	t.Run("Seq", func(t *testing.T) { testSeq(t, newStore(t)) })
 	t.Run("ApplySeq", func(t *testing.T) { testApplySeq(t, newStore(t)) })
+	t.Run("UpdatesIsolated", func(t *testing.T) { testUpdatesIsolated(t, newStore(t)) })
 	t.Run("Settings", func(t *testing.T) { testSettings(t, newStore(t)) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, newStore(t)) })
 	t.Run("FailuresStayIsolated", func(t *testing.T) { testFailuresIsolated(t, newStore(t)) })
