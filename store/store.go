@@ -322,3 +322,16 @@ func PrepareAccount(a *wamux.Account) error {
 	}
 	return nil
 }
+
+// Blocked is the idempotency rule for a message that could not be inserted
+// because existing holds its msg_id (sameID) or its (account_id,
+// client_seq) or wamid: the same msg_id with the same content is a
+// Duplicate, anything else a Conflict. Every implementation decides with
+// it, so the rule exists once.
+func Blocked(m, existing wamux.Message, sameID bool) InsertResult {
+	outcome := Conflict
+	if sameID && existing.ContentHash == m.ContentHash {
+		outcome = Duplicate
+	}
+	return InsertResult{Outcome: outcome, Existing: &existing}
+}

@@ -143,11 +143,7 @@ func explainNotInserted(ctx context.Context, tx pgx.Tx, m *wamux.Message) (store
 		if err != nil {
 			return store.InsertResult{}, err
 		}
-		outcome := store.Conflict
-		if i == 0 && existing.ContentHash == m.ContentHash {
-			outcome = store.Duplicate
-		}
-		return store.InsertResult{Outcome: outcome, Existing: &existing}, nil
+		return store.Blocked(*m, existing, i == 0), nil
 	}
 	return store.InsertResult{}, fmt.Errorf("message %q ignored without a conflicting row", m.ID)
 }

@@ -149,11 +149,7 @@ func explainNotInserted(w *writeTx, m *wamux.Message) (store.InsertResult, error
 		if !found {
 			continue
 		}
-		outcome := store.Conflict
-		if i == 0 && existing.ContentHash == m.ContentHash {
-			outcome = store.Duplicate
-		}
-		return store.InsertResult{Outcome: outcome, Existing: &existing}, nil
+		return store.Blocked(*m, existing, i == 0), nil
 	}
 	return store.InsertResult{}, fmt.Errorf("sqlite: insert message %q: ignored without a conflicting row", m.ID)
 }
