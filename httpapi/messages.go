@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -126,7 +127,9 @@ func (s *Server) handleSubmitBatch(w http.ResponseWriter, r *http.Request) {
 
 // strictDecode decodes one batch item as the single-message endpoint does.
 func strictDecode(raw json.RawMessage, dst any) error {
-	if err := json.Unmarshal(raw, new(map[string]json.RawMessage)); err != nil {
+	// raw is one element of an already parsed array, so it is valid JSON:
+	// its first byte says whether it is an object, without a second parse.
+	if t := bytes.TrimLeft(raw, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return wamux.Errorf(wamux.EInvalid, "each message must be a JSON object")
 	}
 	dec := json.NewDecoder(bytesReader(raw))
