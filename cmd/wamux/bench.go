@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
+	"strings"
 )
 
 // benchKinds are the measurements `wamux bench` can run; each lives in its
@@ -18,12 +21,30 @@ var benchKinds = map[string]struct {
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	// --cpuprofile=FILE before the kind writes a Go CPU profile of the
+	// whole run, which is how the figures in docs/BENCHMARKS.md are
+	// explained.
+	if len(args) > 0 && strings.HasPrefix(args[0], "--cpuprofile=") {
+		path := strings.TrimPrefix(args[0], "--cpuprofile=")
+		args = args[1:]
+		f, err := os.Create(path)
+		if err != nil {
+			fmt.Fprintf(stderr, "wamux bench: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "wamux bench: %v\n", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		w := stderr
 		if len(args) > 0 {
 			w = stdout
 		}
-		fmt.Fprintln(w, "usage: wamux bench <kind> [flags] [--json]")
+		fmt.Fprintln(w, "usage: wamux bench [--cpuprofile=FILE] <kind> [flags] [--json]")
 		fmt.Fprintln(w, "\nkinds:")
 		for _, k := range []string{"outbound", "receipts", "webhook"} {
 			fmt.Fprintf(w, "  %-9s %s\n", k, benchKinds[k].summary)
