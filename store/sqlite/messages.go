@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/wamux/wamux"
@@ -194,36 +195,56 @@ func (s *Store) UpdateMessage(ctx context.Context, u store.MessageUpdate) (bool,
 }
 
 // updateMessageTx is UpdateMessage inside a write transaction.
+//
+// The SET list names only the columns the update changes: SQLite
+// maintains every index on a column that is assigned, even to its own
+// value, so a status change written as "wamid = COALESCE(?, wamid),
+// account_id = COALESCE(?, account_id)" also deleted and re-inserted the
+// message's wamid and (account, client_seq) entries, several times per
+// message. At most 2^5 statement texts exist; the writer caches them.
 func updateMessageTx(w *writeTx, u store.MessageUpdate, now int64) (bool, error) {
-	var wamid, lastErr, account, status any
+	var q strings.Builder
+	args := make([]any, 0, 7+len(u.From))
+	q.WriteString(`UPDATE messages SET updated_at = ?`)
+	args = append(args, now)
+	if u.Status != "" {
+		q.WriteString(`, status = ?`)
+		args = append(args, string(u.Status))
+	}
 	if u.WAMID != "" {
-		wamid = u.WAMID
+		q.WriteString(`, wamid = ?`)
+		args = append(args, u.WAMID)
+	}
+	if u.AttemptsDelta != 0 {
+		q.WriteString(`, attempts = attempts + ?`)
+		args = append(args, u.AttemptsDelta)
 	}
 	if u.LastError != nil {
-		lastErr = *u.LastError
+		q.WriteString(`, last_error = ?`)
+		args = append(args, *u.LastError)
 	}
 	if u.AccountID != "" {
-		account = u.AccountID
+		q.WriteString(`, account_id = ?`)
+		args = append(args, u.AccountID)
 	}
-	if u.Status != "" {
-		status = string(u.Status)
-	}
-	q := `UPDATE messages SET
-			status     = COALESCE(?, status),
-			wamid      = COALESCE(?, wamid),
-			attempts   = attempts + ?,
-			last_error = COALESCE(?, last_error),
-			account_id = COALESCE(?, account_id),
-			updated_at = ?
-		WHERE msg_id = ?`
-	args := []any{status, wamid, u.AttemptsDelta, lastErr, account, now, u.MsgID}
-	if len(u.From) > 0 {
-		q += ` AND status IN (` + placeholders(len(u.From)) + `)`
-		for _, st := range u.From {
-			args = append(args, string(st))
+	q.WriteString(` WHERE msg_id = ?`)
+	args = append(args, u.MsgID)
+	// The precondition is spelled as ORed comparisons: SQLite evaluates
+	// "status IN (?, ?, ?)" with three or more values by building a
+	// temporary b-tree of the list on every execution, which cost more
+	// than the update itself.
+	for i, st := range u.From {
+		if i == 0 {
+			q.WriteString(` AND (status = ?`)
+		} else {
+			q.WriteString(` OR status = ?`)
 		}
+		args = append(args, string(st))
 	}
-	res, err := w.exec(q, args...)
+	if len(u.From) > 0 {
+		q.WriteString(`)`)
+	}
+	res, err := w.exec(q.String(), args...)
 	if isUnique(err) {
 		return false, wamux.Errorf(wamux.EConflict, "wamid or client_seq of message %q already used by another message", u.MsgID)
 	}
@@ -248,30 +269,20 @@ func updateMessageTx(w *writeTx, u store.MessageUpdate, now int64) (bool, error)
 	return false, nil
 }
 
-// ListMessages returns matching messages oldest first.
+// activeStatusesSQL is the WHERE clause of the partial index
+// messages_active (migration 0060), character for character.
+const activeStatusesSQL = "status IN ('waiting_seq', 'queued', 'sending', 'unknown', 'held')"
+
+// activeStatuses are the statuses of activeStatusesSQL.
+var activeStatuses = []wamux.Status{wamux.StatusWaitingSeq, wamux.StatusQueued, wamux.StatusSending,
+	wamux.StatusUnknown, wamux.StatusHeld}
+
+// ListMessages returns matching messages oldest first. When every asked
+// status is an active one the query repeats the partial index's clause, so
+// the index serves it; other statuses are listed by a scan (no caller on a
+// hot path asks for them).
 func (s *Store) ListMessages(ctx context.Context, f store.MessageFilter) ([]wamux.Message, error) {
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 1000
-	}
-	var where []string
-	var args []any
-	if f.AccountID != "" {
-		where = append(where, "account_id = ?")
-		args = append(args, f.AccountID)
-	}
-	if len(f.Statuses) > 0 {
-		where = append(where, "status IN ("+placeholders(len(f.Statuses))+")")
-		for _, st := range f.Statuses {
-			args = append(args, string(st))
-		}
-	}
-	q := `SELECT ` + messageCols + ` FROM messages`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, " AND ")
-	}
-	q += ` ORDER BY created_at, msg_id LIMIT ?`
-	args = append(args, limit)
+	q, args := listMessagesQuery(f)
 	rows, err := s.rquery(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list messages: %w", wrapErr(err))
@@ -289,4 +300,35 @@ func (s *Store) ListMessages(ctx context.Context, f store.MessageFilter) ([]wamu
 		return nil, fmt.Errorf("sqlite: list messages: %w", wrapErr(err))
 	}
 	return out, nil
+}
+
+// listMessagesQuery builds ListMessages' query.
+func listMessagesQuery(f store.MessageFilter) (string, []any) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	var where []string
+	var args []any
+	if f.AccountID != "" {
+		where = append(where, "account_id = ?")
+		args = append(args, f.AccountID)
+	}
+	if len(f.Statuses) > 0 {
+		where = append(where, "status IN ("+placeholders(len(f.Statuses))+")")
+		active := true
+		for _, st := range f.Statuses {
+			args = append(args, string(st))
+			active = active && slices.Contains(activeStatuses, st)
+		}
+		if active {
+			where = append(where, activeStatusesSQL)
+		}
+	}
+	q := `SELECT ` + messageCols + ` FROM messages`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	q += ` ORDER BY created_at, msg_id LIMIT ?`
+	return q, append(args, limit)
 }

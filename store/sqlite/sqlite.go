@@ -34,7 +34,7 @@ const (
 	// walSafetyPages is the writer's own auto-checkpoint threshold when a
 	// background checkpointer runs (≈ 40 MiB of WAL with 4 KiB pages).
 	walSafetyPages      = 10000
-	stmtCacheMaxDefault = 256
+	stmtCacheMaxDefault = 512
 )
 
 // Options tunes a Store; the zero value is ready to use.

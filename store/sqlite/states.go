@@ -28,6 +28,12 @@ func (s *Store) GetStates(ctx context.Context, keys []store.StateKey) (map[store
 		q := multiInsert("WITH k(a, m) AS (VALUES ", 2, n,
 			`) SELECT s.account_id, s.message_id, s.type, s.event_time, s.error_code, s.updated_at
 			FROM k JOIN message_states s ON s.account_id = k.a AND s.message_id = k.m`)
+		if n == 1 {
+			// The dispatcher asks for one key after every accepted send;
+			// a plain key lookup skips the VALUES table and the join.
+			q = `SELECT account_id, message_id, type, event_time, error_code, updated_at
+			FROM message_states WHERE account_id = ? AND message_id = ?`
+		}
 		rows, err := s.rquery(ctx, q, args...)
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: get states: %w", wrapErr(err))

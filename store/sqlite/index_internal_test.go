@@ -1,0 +1,54 @@
+package sqlite
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/store"
+)
+
+// The queue restores list active statuses per account; if the query and
+// the partial index's clause drift apart, SQLite silently falls back to a
+// scan of every message ever sent, which only shows as a slow restart.
+func TestListMessagesUsesActiveIndex(t *testing.T) {
+	s := openInternal(t)
+	plan := func(f store.MessageFilter) string {
+		q, args := listMessagesQuery(f)
+		rows, err := s.rdb.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q, args...)
+		if err != nil {
+			t.Fatalf("explain: %v", err)
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatalf("scan plan: %v", err)
+			}
+			out = append(out, detail)
+		}
+		return strings.Join(out, "; ")
+	}
+	for _, f := range []store.MessageFilter{
+		{AccountID: "a1", Statuses: []wamux.Status{wamux.StatusWaitingSeq}},
+		{AccountID: "a1", Statuses: []wamux.Status{wamux.StatusQueued, wamux.StatusUnknown}},
+		{Statuses: []wamux.Status{wamux.StatusSending}},
+	} {
+		if p := plan(f); !strings.Contains(p, "messages_active") {
+			t.Errorf("%v: plan %q does not use messages_active", f.Statuses, p)
+		}
+	}
+	// A terminal status is not in the index; using it would miss rows.
+	if p := plan(store.MessageFilter{AccountID: "a1", Statuses: []wamux.Status{wamux.StatusQueued, wamux.StatusRead}}); strings.Contains(p, "messages_active") {
+		t.Errorf("plan %q uses the partial index for a terminal status", p)
+	}
+	var sql string
+	if err := s.rdb.QueryRowContext(t.Context(), `SELECT sql FROM sqlite_master WHERE name = 'messages_active'`).Scan(&sql); err != nil {
+		t.Fatalf("read index: %v", err)
+	}
+	if !strings.HasSuffix(strings.TrimSpace(sql), "WHERE "+activeStatusesSQL) {
+		t.Errorf("index %q does not end in WHERE %s", sql, activeStatusesSQL)
+	}
+}
