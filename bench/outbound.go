@@ -22,9 +22,11 @@ type OutboundConfig struct {
 	Rate     float64
 	Duration time.Duration
 	Faults   sim.Faults
-	// Load, when above 0, paces submission at Load × Rate per account
-	// (0.5: half the capacity, for latency below capacity); 0 submits
-	// everything at once (saturation, for utilization).
+	// Load, when above 0, paces submission at Load × Rate per account for
+	// the duration (1: each account offered exactly its rate, the case
+	// utilization is judged on; above 1: sustained overload; 0.5: latency
+	// below capacity); 0 submits everything at once, a flood whose
+	// ingestion competes with sending for the store's one writer.
 	Load  float64
 	Seed  uint64
 	Store string

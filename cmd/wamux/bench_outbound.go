@@ -20,7 +20,7 @@ func runBenchOutbound(ctx context.Context, args []string, stdout, stderr io.Writ
 	accounts := fs.Int("accounts", 10, "number of accounts (simulated phone numbers)")
 	rate := fs.Float64("rate", 80, "messages/s each account may send (Meta's limit and wamux's)")
 	duration := fs.Duration("duration", 10*time.Second, "how long the traffic would take at full rate")
-	load := fs.Float64("load", 0, "pace submission at this fraction of the accounts' capacity (0: submit everything at once, to measure utilization; 0.5: latency below capacity)")
+	load := fs.Float64("load", 1, "clients offer this fraction of the accounts' capacity for the duration (1: every account at its rate; 1.2: sustained overload; 0.5: latency below capacity; 0: everything submitted at once, a submission flood)")
 	faults := fs.String("faults", "", "simulator faults, e.g. 5xx=0.01,reset=0.005,slow=0.002,dup_webhook=0.1,reorder=0.1")
 	seed := fs.Uint64("seed", 1, "seed for traffic and simulator draws")
 	store := fs.String("store", "sqlite", `"sqlite" or a PostgreSQL URL`)
