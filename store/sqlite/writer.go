@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
 	"github.com/wamux/wamux"
 )
@@ -60,18 +61,27 @@ func (s *Store) enqueue(ctx context.Context, r *request) error {
 
 // runWriter is the only goroutine that writes. It takes whatever is queued
 // (up to MaxBatch) and commits it as one transaction, so a burst of callers
-// pays for one fsync. It returns when reqs is closed and drained.
+// pays for one fsync. While it is busy with many callers it holds a small
+// batch open for up to GroupWait (see Options). It returns when reqs is
+// closed and drained.
 func (s *Store) runWriter(w *writeTx) {
 	defer close(s.done)
 	defer w.closeStmts()
 	batch := make([]*request, 0, s.opts.MaxBatch)
 	errs := make([]error, 0, s.opts.MaxBatch)
+	g := grouping{wait: s.opts.GroupWait}
 	for {
 		first, ok := <-s.reqs
 		if !ok {
 			return
 		}
 		batch = append(batch[:0], first)
+		var linger <-chan time.Time
+		var timer *time.Timer
+		if g.linger(time.Now()) {
+			timer = time.NewTimer(g.wait)
+			linger = timer.C
+		}
 	fill:
 		for len(batch) < s.opts.MaxBatch {
 			select {
@@ -80,11 +90,27 @@ func (s *Store) runWriter(w *writeTx) {
 					break fill
 				}
 				batch = append(batch, r)
+				continue
 			default:
+			}
+			if linger == nil || len(batch) >= groupFill {
+				break
+			}
+			select {
+			case r, ok := <-s.reqs:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, r)
+			case <-linger:
 				break fill
 			}
 		}
+		if timer != nil {
+			timer.Stop()
+		}
 		errs = s.commitBatch(w, batch, errs[:0])
+		g.committed(time.Now(), len(batch), timer != nil)
 		if s.ckpt != nil {
 			s.ckpt.notify()
 		}
@@ -92,6 +118,32 @@ func (s *Store) runWriter(w *writeTx) {
 			r.done <- errs[i]
 			batch[i] = nil
 		}
+	}
+}
+
+// grouping decides when the writer holds a batch open for more requests
+// (Options.GroupWait): only while it is busy (the last commit ended less
+// than groupBusy ago), and not after groupGiveUp lingers in a row gathered
+// nobody (a caller writing alone, back to back, would pay the wait on
+// every write) until requests share a batch by themselves again.
+type grouping struct {
+	wait      time.Duration
+	lastEnd   time.Time
+	fruitless int
+}
+
+func (g *grouping) linger(now time.Time) bool {
+	return g.wait > 0 && g.fruitless < groupGiveUp && !g.lastEnd.IsZero() && now.Sub(g.lastEnd) < groupBusy
+}
+
+// committed records a batch of size requests that ended at end.
+func (g *grouping) committed(end time.Time, size int, lingered bool) {
+	g.lastEnd = end
+	switch {
+	case size > 1:
+		g.fruitless = 0
+	case lingered:
+		g.fruitless++
 	}
 }
 

@@ -224,3 +224,44 @@ func TestCallerCanceledWhileQueued(t *testing.T) {
 		t.Fatal("write of a canceled caller was applied")
 	}
 }
+
+// The writer lingers only while busy, stops after lingers that gathered
+// nobody (a lone caller must not pay the wait on every write), and
+// starts again once requests share batches by themselves.
+func TestGroupingLingersOnlyWhenItPays(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	g := grouping{wait: 500 * time.Microsecond}
+	if g.linger(t0) {
+		t.Fatal("lingered before any commit")
+	}
+	g.committed(t0, 3, false)
+	if !g.linger(t0.Add(time.Millisecond)) {
+		t.Fatal("did not linger right after a shared commit")
+	}
+	if g.linger(t0.Add(groupBusy)) {
+		t.Fatal("lingered although the writer had been idle for groupBusy")
+	}
+	now := t0
+	for i := 0; i < groupGiveUp; i++ {
+		if !g.linger(now) {
+			t.Fatalf("gave up after %d fruitless lingers, want %d", i, groupGiveUp)
+		}
+		g.committed(now, 1, true)
+	}
+	if g.linger(now) {
+		t.Fatalf("still lingering after %d fruitless lingers", groupGiveUp)
+	}
+	g.committed(now, 1, false) // a lone caller's write: still off
+	if g.linger(now) {
+		t.Fatal("lone writes turned lingering back on")
+	}
+	g.committed(now, 2, false) // two callers shared a commit unaided
+	if !g.linger(now) {
+		t.Fatal("did not linger again once requests shared a batch")
+	}
+	off := grouping{wait: -1}
+	off.committed(t0, 5, false)
+	if off.linger(t0) {
+		t.Fatal("lingered with GroupWait turned off")
+	}
+}
