@@ -68,7 +68,7 @@ func runBenchReceipts(ctx context.Context, args []string, stdout, stderr io.Writ
 func runBenchWebhook(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("wamux bench webhook", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	posts := fs.Int("posts", 20_000, "POSTs per handler")
+	posts := fs.Int("posts", 100_000, "POSTs per handler")
 	statuses := fs.Int("statuses", 1, "statuses per POST")
 	concurrency := fs.Int("concurrency", 32, "POSTs in flight")
 	storeSpec := fs.String("store", "sqlite", `"sqlite" or a PostgreSQL URL`)
