@@ -36,7 +36,7 @@ const (
 	walSafetyPages      = 10000
 	stmtCacheMaxDefault = 512
 	// GroupWaitDefault: see Options.GroupWait.
-	GroupWaitDefault = 500 * time.Microsecond
+	GroupWaitDefault = 200 * time.Microsecond
 	// groupFill is how many requests a lingering batch waits for, and
 	// groupBusy how soon after the last commit a batch must start for the
 	// writer to linger at all.
@@ -67,10 +67,12 @@ type Options struct {
 	// requests open for more while it is busy (its last commit ended less
 	// than 2 ms ago), so that a stream of small writes (the receipt log's
 	// appends, status updates) shares commits instead of paying BEGIN, WAL
-	// frames and fsync nearly once per request: +50 % webhooks/s at 256 in
-	// flight (docs/BENCHMARKS.md). An idle writer never waits; a caller
-	// that writes alone and back to back pays up to GroupWait per write.
-	// A negative value turns it off.
+	// frames and fsync nearly once per request: about +40 % webhooks/s at
+	// 256 in flight, about -7 % at 32 (docs/BENCHMARKS.md). It yields the
+	// core while it waits. An idle writer never waits, and after 8 waits
+	// in a row that gathered nobody it stops until requests share a batch
+	// by themselves, so a caller writing alone does not pay it on every
+	// write. A negative value turns it off.
 	GroupWait time.Duration
 	// Now is the clock used for CreatedAt, UpdatedAt and similar stamps;
 	// tests inject one to control time.

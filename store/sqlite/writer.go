@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/wamux/wamux"
@@ -76,11 +77,10 @@ func (s *Store) runWriter(w *writeTx) {
 			return
 		}
 		batch = append(batch[:0], first)
-		var linger <-chan time.Time
-		var timer *time.Timer
+		var until time.Time
+		lingered := false
 		if g.linger(time.Now()) {
-			timer = time.NewTimer(g.wait)
-			linger = timer.C
+			until, lingered = time.Now().Add(g.wait), true
 		}
 	fill:
 		for len(batch) < s.opts.MaxBatch {
@@ -93,24 +93,16 @@ func (s *Store) runWriter(w *writeTx) {
 				continue
 			default:
 			}
-			if linger == nil || len(batch) >= groupFill {
+			if !lingered || len(batch) >= groupFill || !time.Now().Before(until) {
 				break
 			}
-			select {
-			case r, ok := <-s.reqs:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, r)
-			case <-linger:
-				break fill
-			}
-		}
-		if timer != nil {
-			timer.Stop()
+			// Yield rather than sleep: a timer this short fires a
+			// millisecond late, and the goroutines that will send the
+			// next requests need this core meanwhile.
+			runtime.Gosched()
 		}
 		errs = s.commitBatch(w, batch, errs[:0])
-		g.committed(time.Now(), len(batch), timer != nil)
+		g.committed(time.Now(), len(batch), lingered)
 		if s.ckpt != nil {
 			s.ckpt.notify()
 		}
