@@ -241,6 +241,11 @@ func testListMessages(t *testing.T, s store.Store) {
 	}
 	_, err := s.UpdateMessage(ctx(t), store.MessageUpdate{MsgID: "m4", Status: wamux.StatusHeld})
 	must(t, err)
+	// m6 moves on to a terminal status, which a store may keep out of the
+	// index it lists queues from; asking for it must still find it.
+	wantOutcome(t, insertOne(t, s, testMessage("m6", "acc1", 0, "h")), store.Inserted, "")
+	_, err = s.UpdateMessage(ctx(t), store.MessageUpdate{MsgID: "m6", Status: wamux.StatusDelivered, WAMID: "wamid.m6"})
+	must(t, err)
 	ids := func(ms []wamux.Message) string {
 		var out []string
 		for _, m := range ms {
@@ -258,6 +263,9 @@ func testListMessages(t *testing.T, s store.Store) {
 		{store.MessageFilter{AccountID: "acc2"}, "[m3]"},
 		{store.MessageFilter{AccountID: "acc1", Statuses: []wamux.Status{wamux.StatusQueued}, Limit: 2}, "[m5 m2]"},
 		{store.MessageFilter{AccountID: "acc1", Statuses: []wamux.Status{wamux.StatusSent}}, "[]"},
+		{store.MessageFilter{AccountID: "acc1", Statuses: []wamux.Status{wamux.StatusDelivered}}, "[m6]"},
+		{store.MessageFilter{AccountID: "acc1", Statuses: []wamux.Status{wamux.StatusQueued, wamux.StatusDelivered}}, "[m5 m2 m1 m6]"},
+		{store.MessageFilter{Statuses: []wamux.Status{wamux.StatusHeld, wamux.StatusDelivered}}, "[m4 m6]"},
 	}
 	for i, c := range cases {
 		got, err := s.ListMessages(ctx(t), c.f)
