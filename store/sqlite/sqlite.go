@@ -37,9 +37,10 @@ const (
 	stmtCacheMaxDefault = 512
 	// GroupWaitDefault: see Options.GroupWait.
 	GroupWaitDefault = 200 * time.Microsecond
-	// groupFill is how many requests a lingering batch waits for, and
+	// groupFill is how many requests a lingering batch waits for,
 	// groupBusy how soon after the last commit a batch must start for the
-	// writer to linger at all.
+	// writer to linger at all, and groupGiveUp how many lingers in a row
+	// may gather nobody before it stops lingering.
 	groupFill   = 16
 	groupBusy   = 2 * time.Millisecond
 	groupGiveUp = 8
