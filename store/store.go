@@ -131,7 +131,19 @@ type MessageUpdate struct {
 type MessageFilter struct {
 	AccountID string
 	Statuses  []wamux.Status
-	Limit     int // 0 means 1000
+	Limit     int // 0 means ListLimitDefault
+}
+
+// ListLimitDefault is how many rows a list call returns when it asks for
+// a limit <= 0, in every backend.
+const ListLimitDefault = 1000
+
+// ListLimit is limit, or ListLimitDefault when limit <= 0.
+func ListLimit(limit int) int {
+	if limit <= 0 {
+		return ListLimitDefault
+	}
+	return limit
 }
 
 // ReceiptStore keeps receipts, the merged current status per provider

@@ -9,9 +9,6 @@ import (
 	"github.com/wamux/wamux/store"
 )
 
-// listLimitDefault applies when a list call asks for limit <= 0.
-const listLimitDefault = 1000
-
 // AddLateReceipts records receipts kept out of the merge; a zero
 // RecordedAt is stamped with the store's clock.
 func (s *Store) AddLateReceipts(ctx context.Context, rs []store.LateReceipt) error {
@@ -41,9 +38,7 @@ func (s *Store) ListLateReceipts(ctx context.Context, limit int) ([]store.LateRe
 	if s.closed.Load() {
 		return nil, errClosed
 	}
-	if limit <= 0 {
-		limit = listLimitDefault
-	}
+	limit = store.ListLimit(limit)
 	rows, err := s.pool.Query(ctx, `SELECT `+receiptCols+`, reason, recorded_at FROM late_receipts
 		ORDER BY recorded_at DESC, id DESC LIMIT $1`, limit)
 	if err != nil {
@@ -89,9 +84,7 @@ func (s *Store) ListDeadLetters(ctx context.Context, limit int) ([]store.DeadLet
 	if s.closed.Load() {
 		return nil, errClosed
 	}
-	if limit <= 0 {
-		limit = listLimitDefault
-	}
+	limit = store.ListLimit(limit)
 	rows, err := s.pool.Query(ctx, `SELECT id, source, account_id, reason, payload, recorded_at
 		FROM dead_letters ORDER BY recorded_at DESC, id DESC LIMIT $1`, limit)
 	if err != nil {

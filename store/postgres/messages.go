@@ -230,10 +230,7 @@ func (s *Store) ListMessages(ctx context.Context, f store.MessageFilter) ([]wamu
 	if s.closed.Load() {
 		return nil, errClosed
 	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 1000
-	}
+	limit := store.ListLimit(f.Limit)
 	var where []string
 	var args []any
 	if f.AccountID != "" {

@@ -62,9 +62,7 @@ func (s *Store) ListReceiptLog(ctx context.Context, afterID int64, limit int) ([
 	if s.closed.Load() {
 		return nil, errClosed
 	}
-	if limit <= 0 {
-		limit = listLimitDefault
-	}
+	limit = store.ListLimit(limit)
 	rows, err := s.pool.Query(ctx, `SELECT `+receiptCols+`, id FROM receipt_log WHERE id > $1 ORDER BY id LIMIT $2`, afterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list receipt log: %w", wrapErr(err))

@@ -7,9 +7,6 @@ import (
 	"github.com/wamux/wamux/store"
 )
 
-// listLimitDefault applies when a list call asks for limit <= 0.
-const listLimitDefault = 1000
-
 // AddLateReceipts records receipts kept out of the merge; a zero
 // RecordedAt is stamped with the store's clock.
 func (s *Store) AddLateReceipts(ctx context.Context, rs []store.LateReceipt) error {
@@ -37,9 +34,7 @@ func (s *Store) AddLateReceipts(ctx context.Context, rs []store.LateReceipt) err
 
 // ListLateReceipts returns up to limit audited receipts, newest first.
 func (s *Store) ListLateReceipts(ctx context.Context, limit int) ([]store.LateReceipt, error) {
-	if limit <= 0 {
-		limit = listLimitDefault
-	}
+	limit = store.ListLimit(limit)
 	rows, err := s.rquery(ctx, `SELECT `+receiptCols+`, reason, recorded_at FROM late_receipts
 		ORDER BY recorded_at DESC, id DESC LIMIT ?`, limit)
 	if err != nil {
@@ -98,9 +93,7 @@ func (s *Store) AddDeadLetters(ctx context.Context, ds []store.DeadLetter) error
 
 // ListDeadLetters returns up to limit dead letters, newest first.
 func (s *Store) ListDeadLetters(ctx context.Context, limit int) ([]store.DeadLetter, error) {
-	if limit <= 0 {
-		limit = listLimitDefault
-	}
+	limit = store.ListLimit(limit)
 	rows, err := s.rquery(ctx, `SELECT id, source, account_id, reason, payload, recorded_at
 		FROM dead_letters ORDER BY recorded_at DESC, id DESC LIMIT ?`, limit)
 	if err != nil {

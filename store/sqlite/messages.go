@@ -304,10 +304,7 @@ func (s *Store) ListMessages(ctx context.Context, f store.MessageFilter) ([]wamu
 
 // listMessagesQuery builds ListMessages' query.
 func listMessagesQuery(f store.MessageFilter) (string, []any) {
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 1000
-	}
+	limit := store.ListLimit(f.Limit)
 	var where []string
 	var args []any
 	if f.AccountID != "" {

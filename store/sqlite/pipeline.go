@@ -71,9 +71,7 @@ func chunkRows(n, max int) int {
 
 // ListReceiptLog reads the log in id order.
 func (s *Store) ListReceiptLog(ctx context.Context, afterID int64, limit int) ([]store.LoggedReceipt, error) {
-	if limit <= 0 {
-		limit = listLimitDefault
-	}
+	limit = store.ListLimit(limit)
 	rows, err := s.rdb.QueryContext(ctx, `SELECT id, `+receiptCols+` FROM receipt_log WHERE id > ? ORDER BY id LIMIT ?`, afterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list receipt log: %w", wrapErr(err))
