@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/store"
 )
 
 // receiptsBatchRequest is what an account agent reports.
@@ -106,29 +108,15 @@ type deadLetterJSON struct {
 // handleDeadLetters lists the newest dead letters: input the gateway could
 // not process, with why.
 func (s *Server) handleDeadLetters(w http.ResponseWriter, r *http.Request) {
-	limit, err := listLimit(r)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.storeTimeout)
-	defer cancel()
-	ds, err := s.store.ListDeadLetters(ctx, limit)
-	if err != nil {
-		s.fail(w, r, "list dead letters", err)
-		return
-	}
-	out := make([]deadLetterJSON, 0, len(ds))
-	for _, d := range ds {
+	serveList(s, w, r, "dead_letters", s.store.ListDeadLetters, func(d store.DeadLetter) deadLetterJSON {
 		j := deadLetterJSON{ID: d.ID, Source: d.Source, AccountID: d.AccountID, Reason: d.Reason, RecordedAt: d.RecordedAt}
 		if json.Valid(d.Payload) {
 			j.Payload = d.Payload
 		} else if len(d.Payload) > 0 {
 			j.Payload, _ = json.Marshal(string(d.Payload))
 		}
-		out = append(out, j)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"dead_letters": out})
+		return j
+	})
 }
 
 type lateReceiptJSON struct {
@@ -145,6 +133,17 @@ type lateReceiptJSON struct {
 // handleLateReceipts lists the newest receipts kept for audit instead of
 // merged (out of order after the late window).
 func (s *Server) handleLateReceipts(w http.ResponseWriter, r *http.Request) {
+	serveList(s, w, r, "late_receipts", s.store.ListLateReceipts, func(l store.LateReceipt) lateReceiptJSON {
+		return lateReceiptJSON{MessageID: l.MessageID, AccountID: l.AccountID, Type: string(l.Type),
+			EventTime: l.EventTime, ErrorCode: l.ErrorCode, Source: l.Source, Reason: l.Reason, RecordedAt: l.RecordedAt}
+	})
+}
+
+// serveList answers a read-only list endpoint: ?limit checked, the store
+// asked under the store timeout, each row shown as view makes it, the
+// rows under key.
+func serveList[T, V any](s *Server, w http.ResponseWriter, r *http.Request, key string,
+	list func(context.Context, int) ([]T, error), view func(T) V) {
 	limit, err := listLimit(r)
 	if err != nil {
 		writeError(w, r, err)
@@ -152,15 +151,14 @@ func (s *Server) handleLateReceipts(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.storeTimeout)
 	defer cancel()
-	ls, err := s.store.ListLateReceipts(ctx, limit)
+	rows, err := list(ctx, limit)
 	if err != nil {
-		s.fail(w, r, "list late receipts", err)
+		s.fail(w, r, "list "+strings.ReplaceAll(key, "_", " "), err)
 		return
 	}
-	out := make([]lateReceiptJSON, 0, len(ls))
-	for _, l := range ls {
-		out = append(out, lateReceiptJSON{MessageID: l.MessageID, AccountID: l.AccountID, Type: string(l.Type),
-			EventTime: l.EventTime, ErrorCode: l.ErrorCode, Source: l.Source, Reason: l.Reason, RecordedAt: l.RecordedAt})
+	out := make([]V, 0, len(rows))
+	for _, row := range rows {
+		out = append(out, view(row))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"late_receipts": out})
+	writeJSON(w, http.StatusOK, map[string]any{key: out})
 }
