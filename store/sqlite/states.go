@@ -25,14 +25,14 @@ func (s *Store) GetStates(ctx context.Context, keys []store.StateKey) (map[store
 			k := &chunk[min(i, len(chunk)-1)]
 			args = append(args, k.AccountID, k.MessageID)
 		}
-		q := multiInsert("WITH k(a, m) AS (VALUES ", 2, n,
-			`) SELECT s.account_id, s.message_id, s.type, s.event_time, s.error_code, s.updated_at
-			FROM k JOIN message_states s ON s.account_id = k.a AND s.message_id = k.m`)
-		if n == 1 {
-			// The dispatcher asks for one key after every accepted send;
-			// a plain key lookup skips the VALUES table and the join.
-			q = `SELECT account_id, message_id, type, event_time, error_code, updated_at
+		// The dispatcher asks for one key after every accepted send; a
+		// plain key lookup skips the VALUES table and the join.
+		q := `SELECT account_id, message_id, type, event_time, error_code, updated_at
 			FROM message_states WHERE account_id = ? AND message_id = ?`
+		if n > 1 {
+			q = multiInsert("WITH k(a, m) AS (VALUES ", 2, n,
+				`) SELECT s.account_id, s.message_id, s.type, s.event_time, s.error_code, s.updated_at
+				FROM k JOIN message_states s ON s.account_id = k.a AND s.message_id = k.m`)
 		}
 		rows, err := s.rquery(ctx, q, args...)
 		if err != nil {

@@ -79,8 +79,8 @@ func (s *Store) runWriter(w *writeTx) {
 		batch = append(batch[:0], first)
 		var until time.Time
 		lingered := false
-		if g.linger(time.Now()) {
-			until, lingered = time.Now().Add(g.wait), true
+		if now := time.Now(); g.linger(now) {
+			until, lingered = now.Add(g.wait), true
 		}
 	fill:
 		for len(batch) < s.opts.MaxBatch {
