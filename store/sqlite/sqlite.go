@@ -119,6 +119,8 @@ type Store struct {
 	done   chan struct{} // closed when the writer has drained and stopped
 	wconn  *sql.Conn
 	ckpt   *checkpointer // nil when checkpoints are left to the writer
+	// logAcks: acknowledgements of receipt log entries (receiptlog.go).
+	logAcks logAcks
 }
 
 var _ store.Store = (*Store)(nil)
@@ -153,7 +155,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	wdb.SetMaxIdleConns(1)
 	wdb.SetConnMaxLifetime(0)
 	wdb.SetConnMaxIdleTime(0)
-	s := &Store{opts: opts, path: path, wdb: wdb}
+	s := &Store{opts: opts, path: path, wdb: wdb, logAcks: logAcks{entries: map[int64]*entryAcks{}}}
 	s.wconn, err = wdb.Conn(ctx)
 	if err != nil {
 		_ = wdb.Close()
