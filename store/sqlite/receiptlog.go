@@ -91,7 +91,9 @@ func (s *Store) AppendReceiptLog(ctx context.Context, rs []wamux.Receipt) ([]int
 		datas = append(datas, encodeLogEntry(rs[start:min(start+maxEntryReceipts, len(rs))], now))
 	}
 	ids := make([]int64, len(rs))
+	var registered []int64
 	err := s.write(ctx, func(w *writeTx) error {
+		registered = registered[:0]
 		for k, data := range datas {
 			start := k * maxEntryReceipts
 			n := min(maxEntryReceipts, len(rs)-start)
@@ -106,19 +108,28 @@ func (s *Store) AppendReceiptLog(ctx context.Context, rs []wamux.Receipt) ([]int
 			for i := 0; i < n; i++ {
 				ids[start+i] = logID(entry, i)
 			}
+			// Registered before the commit, so that a reader listing
+			// the entry the moment it is committed finds it here when
+			// its receipts are acknowledged. Nobody can hold an id of
+			// it before then; an entry of a rolled-back append whose id
+			// is reused is simply replaced.
+			s.logAcks.mu.Lock()
+			s.logAcks.entries[entry] = newEntryAcks(n)
+			s.logAcks.mu.Unlock()
+			registered = append(registered, entry)
 		}
 		return nil
 	})
 	if err != nil {
+		s.logAcks.mu.Lock()
+		for _, entry := range registered {
+			if e, ok := s.logAcks.entries[entry]; ok && e.left == e.size {
+				delete(s.logAcks.entries, entry)
+			}
+		}
+		s.logAcks.mu.Unlock()
 		return nil, err
 	}
-	s.logAcks.mu.Lock()
-	for k := range datas {
-		n := min(maxEntryReceipts, len(rs)-k*maxEntryReceipts)
-		entry, _ := splitLogID(ids[k*maxEntryReceipts])
-		s.logAcks.entries[entry] = newEntryAcks(n)
-	}
-	s.logAcks.mu.Unlock()
 	return ids, nil
 }
 
