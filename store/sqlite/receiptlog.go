@@ -279,29 +279,27 @@ func encodeLogEntry(rs []wamux.Receipt, now int64) []byte {
 		if received == 0 {
 			received = now
 		}
-		b = append(b, '[')
-		b = appendJSONString(b, r.MessageID)
-		b = append(b, ',')
-		b = appendJSONString(b, r.AccountID)
-		b = append(b, ',')
-		b = appendJSONString(b, string(r.Type))
-		b = append(b, ',')
-		b = strconv.AppendInt(b, ms(r.EventTime), 10)
-		b = append(b, ',')
-		b = appendJSONString(b, r.CallbackData)
-		b = append(b, ',')
-		b = appendJSONString(b, r.Recipient)
-		b = append(b, ',')
-		b = strconv.AppendInt(b, int64(r.ErrorCode), 10)
-		b = append(b, ',')
-		b = appendJSONString(b, r.ErrorTitle)
-		b = append(b, ',')
-		b = appendJSONString(b, r.Source)
-		b = append(b, ',')
-		b = strconv.AppendInt(b, received, 10)
+		b = appendJSONString(append(b, '['), r.MessageID)
+		for _, f := range [...]logField{{s: r.AccountID}, {s: string(r.Type)}, {n: ms(r.EventTime), num: true},
+			{s: r.CallbackData}, {s: r.Recipient}, {n: int64(r.ErrorCode), num: true}, {s: r.ErrorTitle},
+			{s: r.Source}, {n: received, num: true}} {
+			if f.num {
+				b = strconv.AppendInt(append(b, ','), f.n, 10)
+			} else {
+				b = appendJSONString(append(b, ','), f.s)
+			}
+		}
 		b = append(b, ']')
 	}
 	return append(b, ']')
+}
+
+// logField is one field after the first of an encoded receipt: a string,
+// or a number when num is set.
+type logField struct {
+	s   string
+	n   int64
+	num bool
 }
 
 // appendJSONString appends s as a JSON string. Invalid UTF-8 becomes
