@@ -184,7 +184,15 @@ func (a *App) Start(ctx context.Context) error {
 
 	// receipts pipeline wiring (issue 5): Start first works off what the
 	// log kept from the last run, before the webhook takes new receipts.
-	pipe, err := receipts.New(receipts.Config{Store: st, Registry: a.registry, Settings: set, Logger: a.log, Bloom: a.ReceiptBloom})
+	bloom := a.ReceiptBloom
+	if bloom.ExpectedPerHour == 0 && a.cfg.ReceiptBloomPerHour > 0 {
+		bloom.ExpectedPerHour = uint(a.cfg.ReceiptBloomPerHour)
+	}
+	if bloom.ExpectedPerHour == 0 {
+		bloom.ExpectedPerHour = receipts.BloomExpectedPerHourDefault
+	}
+	a.log.Info("receipt Bloom filter", "keys_per_hour", bloom.ExpectedPerHour, "mib", bloom.MemoryBytes()>>20)
+	pipe, err := receipts.New(receipts.Config{Store: st, Registry: a.registry, Settings: set, Logger: a.log, Bloom: bloom})
 	if err != nil {
 		return fail(fmt.Errorf("app: receipts: %w", err))
 	}

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,6 +31,13 @@ const (
 	LogFormatDefault       = "text"
 	LogLevelDefault        = "info"
 	ShutdownTimeoutDefault = 15 * time.Second
+	// ReceiptBloomPerHourDefault sizes the receipt pipeline's Bloom filter
+	// (L2) for 200,000 distinct receipts an hour: 28 MB for the 48 hourly
+	// filters, allocated at the first receipt.
+	ReceiptBloomPerHourDefault = 200_000
+	// ReceiptBloomPerHourMax keeps a typo from allocating more memory than
+	// a gateway has: 50,000,000 keys an hour take about 6.6 GiB.
+	ReceiptBloomPerHourMax = 50_000_000
 )
 
 // Config is the static configuration of `wamux serve`.
@@ -56,6 +64,12 @@ type Config struct {
 	LogLevel  string `yaml:"log_level"`
 	// ShutdownTimeout bounds the drain of in-flight work on SIGINT/SIGTERM.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+	// ReceiptBloomPerHour is how many distinct receipts an hour the
+	// receipt pipeline's Bloom filter holds at its designed 1 % false
+	// positives over 48 hours. Beyond it the rate climbs and more receipts
+	// are confirmed against the store (none is lost either way); memory is
+	// about 142 bytes per key. Static: it sizes memory at start.
+	ReceiptBloomPerHour int `yaml:"receipt_bloom_per_hour"`
 	// Settings are runtime settings (the keys of /v1/config, values as
 	// text: "90s", "false", "5000"), applied at start and on SIGHUP over
 	// what the store holds. The gateway validates them, not this package.
@@ -92,6 +106,8 @@ func Default() Config {
 		LogFormat:       LogFormatDefault,
 		LogLevel:        LogLevelDefault,
 		ShutdownTimeout: Duration(ShutdownTimeoutDefault),
+
+		ReceiptBloomPerHour: ReceiptBloomPerHourDefault,
 	}
 }
 
@@ -119,6 +135,9 @@ func (c Config) Validate() error {
 	if c.ShutdownTimeout <= 0 {
 		return errors.New("shutdown_timeout must be positive")
 	}
+	if c.ReceiptBloomPerHour <= 0 || c.ReceiptBloomPerHour > ReceiptBloomPerHourMax {
+		return fmt.Errorf("receipt_bloom_per_hour must be between 1 and %d, got %d", ReceiptBloomPerHourMax, c.ReceiptBloomPerHour)
+	}
 	for _, k := range c.APIKeys {
 		if len(k) < 8 {
 			return errors.New("every API key must be at least 8 characters")
@@ -143,6 +162,8 @@ func Load(args []string, getenv func(string) string, out io.Writer) (Config, err
 	logFormat := fs.String("log-format", LogFormatDefault, "log format: text or json")
 	logLevel := fs.String("log-level", LogLevelDefault, "log level: debug, info, warn or error")
 	shutdown := fs.Duration("shutdown-timeout", ShutdownTimeoutDefault, "bound on draining in-flight work at shutdown")
+	bloomPerHour := fs.Int("receipt-bloom-per-hour", ReceiptBloomPerHourDefault,
+		"distinct receipts an hour the receipt Bloom filter is sized for (~142 bytes each)")
 	fs.Usage = func() {
 		fmt.Fprintln(out, "usage: wamux serve [flags]")
 		fmt.Fprintln(out, "\nRuns the gateway. Precedence: flags > WAMUX_* environment > config file > defaults.")
@@ -192,6 +213,13 @@ func Load(args []string, getenv func(string) string, out io.Writer) (Config, err
 		}
 		c.ShutdownTimeout = Duration(d)
 	}
+	if v := getenv("WAMUX_RECEIPT_BLOOM_PER_HOUR"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return Config{}, fmt.Errorf("WAMUX_RECEIPT_BLOOM_PER_HOUR must be a whole number, got %q", v)
+		}
+		c.ReceiptBloomPerHour = n
+	}
 
 	// Only flags given explicitly override: a flag's default must not undo
 	// what the file or the environment said.
@@ -213,6 +241,8 @@ func Load(args []string, getenv func(string) string, out io.Writer) (Config, err
 			c.LogLevel = *logLevel
 		case "shutdown-timeout":
 			c.ShutdownTimeout = Duration(*shutdown)
+		case "receipt-bloom-per-hour":
+			c.ReceiptBloomPerHour = *bloomPerHour
 		}
 	})
 	if err := c.Validate(); err != nil {

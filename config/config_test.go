@@ -111,3 +111,44 @@ func TestRedactStorePassword(t *testing.T) {
 		t.Fatalf("redacted store still has the password: %s", got)
 	}
 }
+
+func TestReceiptBloomPerHour(t *testing.T) {
+	c, err := Load(nil, envOf(nil), io.Discard)
+	if err != nil || c.ReceiptBloomPerHour != ReceiptBloomPerHourDefault {
+		t.Fatalf("default = %d (%v), want %d", c.ReceiptBloomPerHour, err, ReceiptBloomPerHourDefault)
+	}
+	path := filepath.Join(t.TempDir(), "wamux.yaml")
+	if err := os.WriteFile(path, []byte("receipt_bloom_per_hour: 1000000\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want int
+	}{
+		{"file", []string{"--config", path}, nil, 1_000_000},
+		{"environment over file", []string{"--config", path}, map[string]string{"WAMUX_RECEIPT_BLOOM_PER_HOUR": "3000000"}, 3_000_000},
+		{"flag over environment", []string{"--config", path, "--receipt-bloom-per-hour", "500000"},
+			map[string]string{"WAMUX_RECEIPT_BLOOM_PER_HOUR": "3000000"}, 500_000},
+	} {
+		c, err := Load(tc.args, envOf(tc.env), io.Discard)
+		if err != nil || c.ReceiptBloomPerHour != tc.want {
+			t.Errorf("%s: %d (%v), want %d", tc.name, c.ReceiptBloomPerHour, err, tc.want)
+		}
+	}
+	for name, tc := range map[string]struct {
+		args []string
+		env  map[string]string
+	}{
+		"zero":           {[]string{"--receipt-bloom-per-hour", "0"}, nil},
+		"negative":       {[]string{"--receipt-bloom-per-hour", "-5"}, nil},
+		"above the max":  {[]string{"--receipt-bloom-per-hour", "50000001"}, nil},
+		"not a number":   {nil, map[string]string{"WAMUX_RECEIPT_BLOOM_PER_HOUR": "lots"}},
+		"fraction (env)": {nil, map[string]string{"WAMUX_RECEIPT_BLOOM_PER_HOUR": "1.5"}},
+	} {
+		if _, err := Load(tc.args, envOf(tc.env), io.Discard); err == nil {
+			t.Errorf("%s: Load accepted it", name)
+		}
+	}
+}

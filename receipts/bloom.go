@@ -71,6 +71,21 @@ type Bloom struct {
 
 // NewBloom builds an L2 filter; a rate outside (0, 1) is an error.
 func NewBloom(cfg BloomConfig) (*Bloom, error) {
+	m, k, err := cfg.parameters()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	b := &Bloom{now: cfg.Now, m: m, k: k}
+	b.off.Store(cfg.Disabled)
+	return b, nil
+}
+
+// parameters returns the bits per hourly filter and the hash count, with
+// the defaults filled in.
+func (cfg BloomConfig) parameters() (m, k uint, err error) {
 	if cfg.ExpectedPerHour == 0 {
 		cfg.ExpectedPerHour = BloomExpectedPerHourDefault
 	}
@@ -78,15 +93,21 @@ func NewBloom(cfg BloomConfig) (*Bloom, error) {
 		cfg.FalsePositiveRate = BloomFalsePositiveRateDefault
 	}
 	if !(cfg.FalsePositiveRate > 0 && cfg.FalsePositiveRate < 1) {
-		return nil, fmt.Errorf("receipts: Bloom false-positive rate must be in (0, 1), got %v", cfg.FalsePositiveRate)
+		return 0, 0, fmt.Errorf("receipts: Bloom false-positive rate must be in (0, 1), got %v", cfg.FalsePositiveRate)
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	m, k = bloom.EstimateParameters(cfg.ExpectedPerHour, cfg.FalsePositiveRate/BloomHours)
+	return m, k, nil
+}
+
+// MemoryBytes is what a filter of this configuration allocates at its
+// first Add (0 for an invalid one), so an operator sizing it for a larger
+// volume sees the price before it is paid.
+func (cfg BloomConfig) MemoryBytes() int {
+	m, _, err := cfg.parameters()
+	if err != nil {
+		return 0
 	}
-	m, k := bloom.EstimateParameters(cfg.ExpectedPerHour, cfg.FalsePositiveRate/BloomHours)
-	b := &Bloom{now: cfg.Now, m: m, k: k}
-	b.off.Store(cfg.Disabled)
-	return b, nil
+	return int(m) * 8
 }
 
 // SetEnabled switches the Bloom layer on or off at runtime. Off, Dedup

@@ -182,3 +182,25 @@ func TestBloomFalsePositiveRate(t *testing.T) {
 		t.Fatalf("false-positive rate over the window = %.4f, configured %.4f", got, rate)
 	}
 }
+
+// MemoryBytes tells an operator what a size costs: what the filter
+// really allocates, ~141 bytes a key at the default rate.
+func TestBloomMemoryBytes(t *testing.T) {
+	for _, n := range []uint{1000, BloomExpectedPerHourDefault} {
+		cfg := BloomConfig{ExpectedPerHour: n, Now: func() time.Time { return time.Unix(0, 0) }}
+		b, err := NewBloom(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Add(store.ReceiptKey{MessageID: "m", AccountID: "a", Type: "sent"}, time.Unix(0, 0))
+		if got, want := cfg.MemoryBytes(), len(b.words)*8; got != want {
+			t.Errorf("%d keys: MemoryBytes = %d, the filter allocated %d", n, got, want)
+		}
+		if per := float64(cfg.MemoryBytes()) / float64(n); per < 130 || per > 150 {
+			t.Errorf("%d keys: %.1f bytes a key, want ~141", n, per)
+		}
+	}
+	if (BloomConfig{FalsePositiveRate: 2}).MemoryBytes() != 0 {
+		t.Error("an invalid configuration reports memory")
+	}
+}
