@@ -46,6 +46,13 @@ type WebhookReport struct {
 	P99Ms           float64 `json:"latency_p99_ms"`
 	BareP50Ms       float64 `json:"bare_latency_p50_ms"`
 	BareP99Ms       float64 `json:"bare_latency_p99_ms"`
+	// CPUMicrosPerPost is the process's CPU time (user + system, HTTP
+	// client included) per POST: for the real handler from the first POST
+	// until every status is merged, for the bare one over its POSTs. On a
+	// saturated machine the ratio of the rates follows the inverse ratio of
+	// these, with less noise than the rates.
+	CPUMicrosPerPost     float64 `json:"cpu_us_per_post"`
+	BareCPUMicrosPerPost float64 `json:"bare_cpu_us_per_post"`
 	// Processed is how many statuses the pipeline merged in the end (all
 	// of them: every POST carries new ones).
 	Processed int64 `json:"processed"`
@@ -145,12 +152,15 @@ func RunWebhook(ctx context.Context, cfg WebhookConfig) (WebhookReport, error) {
 		return rep, err
 	}
 	warmApplied := pipe.Stats().Applied
+	cpu0 := processCPU()
 	secs, lat, err := post(ctx, client, bare.URL, bodies, sigs, cfg.Concurrency)
 	if err != nil {
 		return rep, fmt.Errorf("bench webhook: bare handler: %w", err)
 	}
+	rep.BareCPUMicrosPerPost = float64((processCPU() - cpu0).Microseconds()) / float64(len(bodies))
 	rep.BarePostsPerSec = float64(len(bodies)) / secs
 	rep.BareP50Ms, rep.BareP99Ms = lat[0], lat[1]
+	cpu0 = processCPU()
 	secs, lat, err = post(ctx, client, real.URL+"/webhook", bodies, sigs, cfg.Concurrency)
 	if err != nil {
 		return rep, fmt.Errorf("bench webhook: real handler: %w", err)
@@ -161,6 +171,7 @@ func RunWebhook(ctx context.Context, cfg WebhookConfig) (WebhookReport, error) {
 	if err := pipe.Flush(ctx); err != nil {
 		return rep, err
 	}
+	rep.CPUMicrosPerPost = float64((processCPU() - cpu0).Microseconds()) / float64(len(bodies))
 	rep.Processed = pipe.Stats().Applied - warmApplied
 	return rep, nil
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"runtime"
 	"testing"
 )
 
@@ -14,6 +15,9 @@ func TestRunWebhookSmall(t *testing.T) {
 	}
 	if rep.PostsPerSec <= 0 || rep.BarePostsPerSec <= 0 || rep.Ratio <= 0 {
 		t.Fatalf("rates not measured: %+v", rep)
+	}
+	if runtime.GOOS == "linux" && (rep.CPUMicrosPerPost <= 0 || rep.BareCPUMicrosPerPost <= 0) {
+		t.Fatalf("CPU per POST not measured: %+v", rep)
 	}
 	if rep.Processed != 600 {
 		t.Fatalf("processed %d statuses, want 600", rep.Processed)

@@ -97,8 +97,10 @@ func runBenchWebhook(ctx context.Context, args []string, stdout, stderr io.Write
 		return 0
 	}
 	fmt.Fprintf(stdout, "%s: %d POSTs × %d statuses, %d in flight\n", rep.Store, rep.Posts, rep.StatusesPerPost, rep.Concurrency)
-	fmt.Fprintf(stdout, "real handler %.0f POSTs/s (p50 %.1f ms, p99 %.1f ms)\n", rep.PostsPerSec, rep.P50Ms, rep.P99Ms)
-	fmt.Fprintf(stdout, "bare handler %.0f POSTs/s (p50 %.1f ms, p99 %.1f ms)\n", rep.BarePostsPerSec, rep.BareP50Ms, rep.BareP99Ms)
+	fmt.Fprintf(stdout, "real handler %.0f POSTs/s (p50 %.1f ms, p99 %.1f ms), %.0f µs CPU per POST\n", rep.PostsPerSec, rep.P50Ms, rep.P99Ms,
+		rep.CPUMicrosPerPost)
+	fmt.Fprintf(stdout, "bare handler %.0f POSTs/s (p50 %.1f ms, p99 %.1f ms), %.0f µs CPU per POST\n", rep.BarePostsPerSec, rep.BareP50Ms,
+		rep.BareP99Ms, rep.BareCPUMicrosPerPost)
 	fmt.Fprintf(stdout, "ratio %.2f\n", rep.Ratio)
 	return 0
 }
