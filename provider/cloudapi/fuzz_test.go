@@ -1,7 +1,10 @@
 package cloudapi_test
 
 import (
+	"encoding/json"
 	"net/http"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/wamux/wamux/provider/cloudapi"
@@ -71,4 +74,51 @@ func FuzzVerifySignature(f *testing.F) {
 			t.Fatal("own signature does not verify")
 		}
 	})
+}
+
+// FuzzParseWebhookMatchesStdlib: ParseWebhook (goccy/go-json) accepts
+// exactly the bodies encoding/json accepts into a Webhook, and decodes them
+// to the same value, so swapping the decoder changed no answer.
+func FuzzParseWebhookMatchesStdlib(f *testing.F) {
+	f.Add([]byte(twoStatuses))
+	f.Add([]byte(`{"object":"whatsapp_business_account","entry":[{"changes":[{"value":{"errors":[{"code":1}]}}]}]}`))
+	f.Add([]byte(`{"object":"whatsapp_business_account","entry":[{"id":"1","changes":[{"field":"messages","value":{` +
+		`"messaging_product":"whatsapp","metadata":{"display_phone_number":"1","phone_number_id":"2"},` +
+		`"contacts":[{"profile":{"name":"Ana"},"wa_id":"3"}],"messages":[{"from":"3","id":"wamid.in","timestamp":"1",` +
+		`"type":"text","text":{"body":"hi \u00e9 \ud83d\ude00"}}],"statuses":[{"id":"wamid.x","status":"failed","timestamp":"2",` +
+		`"recipient_id":"3","conversation":{"id":"c","origin":{"type":"utility"}},"pricing":{"billable":false,` +
+		`"pricing_model":"PMP","category":"utility"},"errors":[{"code":131049,"title":"t","message":"m",` +
+		`"error_data":{"details":"d"},"href":"h"}]}]}}]}]}`))
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`null`))
+	f.Add([]byte(`{"object":"x","Object":"y","ENTRY":[{"ID":"a"}]}`))
+	f.Add([]byte("{\"object\":\"\xff\"}"))
+	f.Add([]byte(`{"object":"a"} {}`))
+	f.Add([]byte(`{"entry":[{"changes":[{"value":{"statuses":[{"errors":[{"code":1.5}]}]}}]}]}`))
+	f.Add([]byte(`{"entry":{"id":"not an array"}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var want cloudapi.Webhook
+		stdErr := json.Unmarshal(body, &want)
+		got, err := cloudapi.ParseWebhook(body)
+		if (stdErr == nil) != (err == nil) {
+			t.Fatalf("encoding/json says %v, ParseWebhook %v, on %q", stdErr, err, body)
+		}
+		if err == nil && !reflect.DeepEqual(*got, want) {
+			t.Fatalf("decoded differently from encoding/json on %q:\n got %+v\nwant %+v", body, *got, want)
+		}
+	})
+}
+
+// TestParseWebhookRefusesDeepNesting: encoding/json refuses nesting deeper
+// than 10,000 levels; so must ParseWebhook, in a known field or not.
+func TestParseWebhookRefusesDeepNesting(t *testing.T) {
+	deep := strings.Repeat("[", 10_001) + strings.Repeat("]", 10_001)
+	for _, body := range []string{
+		`{"object":"whatsapp_business_account","extra":` + deep + `}`,
+		`{"object":"whatsapp_business_account","entry":[{"changes":[{"value":{"statuses":[{"id":` + deep + `}]}}]}]}`,
+	} {
+		if _, err := cloudapi.ParseWebhook([]byte(body)); err == nil {
+			t.Errorf("accepted %d levels of nesting", 10_001)
+		}
+	}
 }
