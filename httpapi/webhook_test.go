@@ -225,9 +225,18 @@ func TestWebhookStoresWhatItCarries(t *testing.T) {
 			"future_field":{"x":1}}},
 		{"field":"messages","value":{"metadata":{"phone_number_id":"777"},
 			"statuses":[{"id":"wamid.Z","status":"sent","timestamp":"1750030073"}]}}]}]}`, phoneID))
+	// The answer counts what was taken (the handler writes it by hand;
+	// the bytes must be what encoding/json writes for the same counts).
+	wantBodies := []map[string]int{{"inbound": 0, "receipts": 2}, {"inbound": 0, "receipts": 3},
+		{"inbound": 0, "receipts": 2}, {"inbound": 1, "receipts": 0}}
 	for i, body := range [][]byte{read, earlier, read, mixed} { // read twice: a redelivery
-		if r := b.webhook(t, body, cloudapi.Sign(body, appSecret)); r.status != http.StatusOK {
+		r := b.webhook(t, body, cloudapi.Sign(body, appSecret))
+		if r.status != http.StatusOK {
 			t.Fatalf("webhook %d: %d %s", i, r.status, r.body)
+		}
+		want, _ := json.Marshal(wantBodies[i])
+		if string(r.body) != string(want)+"\n" {
+			t.Errorf("webhook %d answered %q, want %q", i, r.body, string(want)+"\n")
 		}
 	}
 	b.flush(t)

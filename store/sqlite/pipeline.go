@@ -23,7 +23,7 @@ func (s *Store) FindMessages(ctx context.Context, wamids, msgIDs []string) ([]wa
 			for i := range args {
 				args[i] = chunk[min(i, len(chunk)-1)]
 			}
-			res, err := s.rdb.QueryContext(ctx, `SELECT `+messageCols+` FROM messages WHERE `+q.col+` IN (`+placeholders(rows)+`)`, args...)
+			res, err := s.rquery(ctx, `SELECT `+messageCols+` FROM messages WHERE `+q.col+` IN (`+placeholders(rows)+`)`, args...)
 			if err != nil {
 				return nil, fmt.Errorf("sqlite: find messages: %w", wrapErr(err))
 			}

@@ -140,7 +140,7 @@ func (s *Store) ListReceiptLog(ctx context.Context, afterID int64, limit int) ([
 	afterEntry, _ := splitLogID(max(afterID, 0))
 	var out []store.LoggedReceipt
 	for len(out) < limit {
-		rows, err := s.rdb.QueryContext(ctx, `SELECT id, data FROM receipt_log_entries WHERE id >= ? ORDER BY id LIMIT 64`, afterEntry)
+		rows, err := s.rquery(ctx, `SELECT id, data FROM receipt_log_entries WHERE id >= ? ORDER BY id LIMIT 64`, afterEntry)
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: list receipt log: %w", wrapErr(err))
 		}
@@ -206,7 +206,7 @@ func (s *Store) AckReceiptLog(ctx context.Context, ids []int64) (int, error) {
 		if !known {
 			// Appended before this process started, or not at all.
 			var size int
-			err := s.rdb.QueryRowContext(ctx, `SELECT receipts FROM receipt_log_entries WHERE id = ?`, entry).Scan(&size)
+			err := s.rqueryRow(ctx, `SELECT receipts FROM receipt_log_entries WHERE id = ?`, entry).Scan(&size)
 			if errors.Is(err, sql.ErrNoRows) {
 				continue
 			}
