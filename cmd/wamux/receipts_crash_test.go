@@ -8,8 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -47,63 +45,28 @@ func TestKill9WebhookStatusesSurvive(t *testing.T) {
 		t.Fatalf("create account: %d %s %v", code, body, err)
 	}
 
-	const clients, minAcked = 16, 1500
-	var (
-		mu     sync.Mutex
-		acked  []string // wamids whose notification was answered 200
-		count  atomic.Int64
-		enough = make(chan struct{})
-		once   sync.Once
-		wg     sync.WaitGroup
-	)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	ts := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).Unix()
-	for w := 0; w < clients; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for i := 0; ctx.Err() == nil; i++ {
-				wamid := fmt.Sprintf("wamid.KILL%02d%06d", w, i)
-				// Two statuses per notification: the merge must keep the
-				// stronger one whatever order they are processed in.
-				body := []byte(fmt.Sprintf(`{"object":"whatsapp_business_account","entry":[{"id":"1","changes":[{"field":"messages",`+
-					`"value":{"messaging_product":"whatsapp","metadata":{"display_phone_number":"1555","phone_number_id":%q},"statuses":[`+
-					`{"id":%q,"status":"delivered","timestamp":"%d","recipient_id":"16505550000"},`+
-					`{"id":%q,"status":"sent","timestamp":"%d","recipient_id":"16505550000"}]}}]}]}`,
-					phone, wamid, ts+1, wamid, ts))
-				req, err := http.NewRequestWithContext(ctx, "POST", c.base+"/webhook", bytes.NewReader(body))
-				if err != nil {
-					return
-				}
-				req.Header.Set(cloudapi.SignatureHeader, cloudapi.Sign(body, childAppSecret))
-				res, err := http.DefaultClient.Do(req)
-				if err != nil {
-					return // the server is gone
-				}
-				res.Body.Close()
-				if res.StatusCode == http.StatusOK {
-					mu.Lock()
-					acked = append(acked, wamid)
-					mu.Unlock()
-					if count.Add(1) >= minAcked {
-						once.Do(func() { close(enough) })
-					}
-				}
-			}
-		}(w)
-	}
-	select {
-	case <-enough:
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("only %d notifications acknowledged\n%s", count.Load(), c.stderr.String())
-	}
-	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	c.wait(t)
-	cancel()
-	wg.Wait()
+	acked := floodThenKill(t, c, 16, 1500, func(ctx context.Context, w, i int) (string, bool, error) {
+		wamid := fmt.Sprintf("wamid.KILL%02d%06d", w, i)
+		// Two statuses per notification: the merge must keep the stronger
+		// one whatever order they are processed in.
+		body := []byte(fmt.Sprintf(`{"object":"whatsapp_business_account","entry":[{"id":"1","changes":[{"field":"messages",`+
+			`"value":{"messaging_product":"whatsapp","metadata":{"display_phone_number":"1555","phone_number_id":%q},"statuses":[`+
+			`{"id":%q,"status":"delivered","timestamp":"%d","recipient_id":"16505550000"},`+
+			`{"id":%q,"status":"sent","timestamp":"%d","recipient_id":"16505550000"}]}}]}]}`,
+			phone, wamid, ts+1, wamid, ts))
+		req, err := http.NewRequestWithContext(ctx, "POST", c.base+"/webhook", bytes.NewReader(body))
+		if err != nil {
+			return "", false, err
+		}
+		req.Header.Set(cloudapi.SignatureHeader, cloudapi.Sign(body, childAppSecret))
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return "", false, err
+		}
+		res.Body.Close()
+		return wamid, res.StatusCode == http.StatusOK, nil
+	})
 
 	// Start again: the receipts left in the log are processed before it
 	// listens; then stop it the normal way.
@@ -121,8 +84,6 @@ func TestKill9WebhookStatusesSurvive(t *testing.T) {
 	}
 	defer st.Close()
 	bg := context.Background()
-	mu.Lock()
-	defer mu.Unlock()
 	keys := make([]store.StateKey, len(acked))
 	for i, wamid := range acked {
 		keys[i] = store.StateKey{AccountID: account, MessageID: wamid}

@@ -195,7 +195,34 @@ func TestKill9LosesNothingAcknowledged(t *testing.T) {
 	dataDir := filepath.Join(dir, "data")
 	c := startChild(t, dir, "--listen", "127.0.0.1:0", "--data-dir", dataDir)
 
-	const clients, minAcked = 8, 300
+	acked := floodThenKill(t, c, 8, 300, func(ctx context.Context, w, i int) (string, bool, error) {
+		id := fmt.Sprintf("w%d-%d", w, i)
+		body := fmt.Sprintf(`{"id":%q,"phone_number_id":"%d%06d","access_token":"tok"}`, id, w+1, i)
+		code, _, err := c.request("POST", "/v1/accounts", childKey, body)
+		return id, code == 201, err
+	})
+
+	st, err := sqlite.Open(context.Background(), filepath.Join(dataDir, app.SQLiteFile), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, id := range acked {
+		if _, err := st.GetAccount(context.Background(), id); err != nil {
+			t.Fatalf("account %s was acknowledged but is gone after kill -9: %v", id, err)
+		}
+	}
+	t.Logf("%d acknowledged accounts survived kill -9", len(acked))
+}
+
+// floodThenKill has clients call send (client w, its i-th call) until the
+// server has acknowledged minAcked calls, then kills the server with
+// SIGKILL while they are still sending, and returns the keys of the
+// acknowledged calls. send reports its key, whether the server
+// acknowledged it, and an error once the server is gone.
+func floodThenKill(t *testing.T, c *child, clients, minAcked int,
+	send func(ctx context.Context, w, i int) (key string, acked bool, err error)) []string {
+	t.Helper()
 	var (
 		mu     sync.Mutex
 		acked  []string
@@ -211,17 +238,15 @@ func TestKill9LosesNothingAcknowledged(t *testing.T) {
 		go func(w int) {
 			defer wg.Done()
 			for i := 0; ctx.Err() == nil; i++ {
-				id := fmt.Sprintf("w%d-%d", w, i)
-				body := fmt.Sprintf(`{"id":%q,"phone_number_id":"%d%06d","access_token":"tok"}`, id, w+1, i)
-				code, _, err := c.request("POST", "/v1/accounts", childKey, body)
+				key, ok, err := send(ctx, w, i)
 				if err != nil {
 					return // the server is gone
 				}
-				if code == 201 {
+				if ok {
 					mu.Lock()
-					acked = append(acked, id)
+					acked = append(acked, key)
 					mu.Unlock()
-					if count.Add(1) >= minAcked {
+					if count.Add(1) >= int64(minAcked) {
 						once.Do(func() { close(enough) })
 					}
 				}
@@ -231,7 +256,7 @@ func TestKill9LosesNothingAcknowledged(t *testing.T) {
 	select {
 	case <-enough:
 	case <-time.After(2 * time.Minute):
-		t.Fatalf("only %d accounts acknowledged\n%s", count.Load(), c.stderr.String())
+		t.Fatalf("only %d calls acknowledged\n%s", count.Load(), c.stderr.String())
 	}
 	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -239,20 +264,7 @@ func TestKill9LosesNothingAcknowledged(t *testing.T) {
 	c.wait(t)
 	cancel()
 	wg.Wait()
-
-	st, err := sqlite.Open(context.Background(), filepath.Join(dataDir, app.SQLiteFile), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	mu.Lock()
-	defer mu.Unlock()
-	for _, id := range acked {
-		if _, err := st.GetAccount(context.Background(), id); err != nil {
-			t.Fatalf("account %s was acknowledged but is gone after kill -9: %v", id, err)
-		}
-	}
-	t.Logf("%d acknowledged accounts survived kill -9", len(acked))
+	return acked
 }
 
 func TestUnknownCommand(t *testing.T) {
