@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/store"
@@ -20,68 +19,6 @@ func logReceipt(i int) wamux.Receipt {
 	return wamux.Receipt{MessageID: "wamid." + s, AccountID: "acc" + s, Type: wamux.ReceiptDelivered,
 		EventTime: time.UnixMilli(1_700_000_000_000 + int64(i)).UTC(), CallbackData: s, Recipient: "15550001",
 		ErrorCode: 131000 + i, ErrorTitle: s, Source: "webhook", ReceivedAt: time.UnixMilli(1_700_000_001_000).UTC()}
-}
-
-func TestLogEntryRoundTrip(t *testing.T) {
-	var rs []wamux.Receipt
-	for i := range 2 * len(awkward) {
-		rs = append(rs, logReceipt(i))
-	}
-	got, err := decodeLogEntry(encodeLogEntry(rs, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != len(rs) {
-		t.Fatalf("decoded %d receipts, want %d", len(got), len(rs))
-	}
-	for i := range rs {
-		if got[i] != rs[i] {
-			t.Errorf("receipt %d: got %+v, want %+v", i, got[i], rs[i])
-		}
-	}
-	// A receipt without ReceivedAt is stamped with the append time.
-	got, err = decodeLogEntry(encodeLogEntry([]wamux.Receipt{{MessageID: "m", AccountID: "a", Type: wamux.ReceiptSent}}, 42))
-	if err != nil || !got[0].ReceivedAt.Equal(time.UnixMilli(42)) {
-		t.Fatalf("received_at = %v (%v), want the append time", got[0].ReceivedAt, err)
-	}
-}
-
-// FuzzLogEntry: whatever strings a receipt carries, the entry decodes to
-// them (invalid UTF-8 as U+FFFD, as encoding/json would store it).
-func FuzzLogEntry(f *testing.F) {
-	for _, s := range awkward {
-		f.Add(s, s, int64(1), 7)
-	}
-	f.Add("\xff\xfe", "a\u2028b", int64(-5), -1)
-	f.Fuzz(func(t *testing.T, a, b string, event int64, code int) {
-		r := wamux.Receipt{MessageID: a, AccountID: b, Type: wamux.ReceiptType(a + b), EventTime: time.UnixMilli(event).UTC(),
-			CallbackData: b, ErrorCode: code, ErrorTitle: a, Source: b, ReceivedAt: time.UnixMilli(9).UTC()}
-		got, err := decodeLogEntry(encodeLogEntry([]wamux.Receipt{r, r}, 0))
-		if err != nil {
-			t.Fatalf("decode: %v", err)
-		}
-		want := r
-		want.MessageID, want.AccountID = validUTF8(a), validUTF8(b)
-		want.Type = wamux.ReceiptType(validUTF8(a + b))
-		want.CallbackData, want.ErrorTitle, want.Source = validUTF8(b), validUTF8(a), validUTF8(b)
-		if event == 0 {
-			want.EventTime = time.Time{}
-		}
-		if len(got) != 2 || got[0] != want || got[1] != want {
-			t.Fatalf("got %+v, want twice %+v", got, want)
-		}
-	})
-}
-
-// validUTF8 replaces each invalid byte with U+FFFD, as encoding/json does.
-func validUTF8(s string) string {
-	out := make([]rune, 0, len(s))
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		out = append(out, r)
-		i += size
-	}
-	return string(out)
 }
 
 // TestLogAcksAcrossRestart: acknowledgements live in memory, so after a

@@ -21,6 +21,7 @@ import (
 
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/store"
+	"github.com/wamux/wamux/store/receiptlog"
 )
 
 // Defaults for Options fields left zero.
@@ -120,7 +121,7 @@ type Store struct {
 	wconn  *sql.Conn
 	ckpt   *checkpointer // nil when checkpoints are left to the writer
 	// logAcks: acknowledgements of receipt log entries (receiptlog.go).
-	logAcks logAcks
+	logAcks *receiptlog.Acks
 }
 
 var _ store.Store = (*Store)(nil)
@@ -155,7 +156,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	wdb.SetMaxIdleConns(1)
 	wdb.SetConnMaxLifetime(0)
 	wdb.SetConnMaxIdleTime(0)
-	s := &Store{opts: opts, path: path, wdb: wdb, logAcks: logAcks{entries: map[int64]*entryAcks{}}}
+	s := &Store{opts: opts, path: path, wdb: wdb, logAcks: receiptlog.NewAcks()}
 	s.wconn, err = wdb.Conn(ctx)
 	if err != nil {
 		_ = wdb.Close()

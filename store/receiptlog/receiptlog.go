@@ -1,0 +1,313 @@
+// Package receiptlog is the layout both stores give the receipt pipeline's
+// durable log (store.PipelineStore): one entry per append holding all of
+// its receipts as a JSON array, and acknowledgements kept in memory.
+//
+// A row per receipt cost every receipt a row insert with eleven bound
+// values and an index delete when it was acknowledged: about a fifth of
+// SQLite's single writer under a receipt flood. An entry costs one row per
+// append and one delete once all its receipts are acknowledged.
+//
+// A receipt's log id is its entry id << IndexBits | its position in the
+// entry, so ids grow with every append and order the receipts as appended.
+// Acknowledgements live in this process only: after a restart the entries
+// still stored are read back whole, including receipts acknowledged before
+// the crash. The pipeline then processes those again, which changes
+// nothing (merging is idempotent and a receipt's unique key makes the
+// second insert a no-op), so durability costs at most repeating the
+// entries that were in flight.
+package receiptlog
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/wamux/wamux"
+)
+
+const (
+	// IndexBits is the room for a receipt's position in a log id.
+	IndexBits = 16
+	// MaxEntry caps the receipts of one entry, within IndexBits.
+	MaxEntry = 8192
+)
+
+// ID is the log id of the receipt at position i of entry.
+func ID(entry int64, i int) int64 { return entry<<IndexBits | int64(i) }
+
+// Split is ID's inverse.
+func Split(id int64) (entry int64, i int) {
+	return id >> IndexBits, int(id & (1<<IndexBits - 1))
+}
+
+// Chunks splits rs into the receipt slices of successive entries.
+func Chunks(rs []wamux.Receipt) [][]wamux.Receipt {
+	var out [][]wamux.Receipt
+	for start := 0; start < len(rs); start += MaxEntry {
+		out = append(out, rs[start:min(start+MaxEntry, len(rs))])
+	}
+	return out
+}
+
+// Acks tracks the acknowledgements of the entries this process has seen.
+// It is safe for concurrent use.
+type Acks struct {
+	mu      sync.Mutex
+	entries map[int64]*entryAcks
+	// undeleted are fully acknowledged entries whose delete failed; the
+	// next acknowledgement tries again.
+	undeleted []int64
+}
+
+// NewAcks returns an empty tracker.
+func NewAcks() *Acks { return &Acks{entries: map[int64]*entryAcks{}} }
+
+// entryAcks is one entry's acknowledgement state.
+type entryAcks struct {
+	size  int
+	acked []uint64 // bit i: receipt i is acknowledged
+	left  int      // receipts not yet acknowledged
+}
+
+func newEntryAcks(size int) *entryAcks {
+	return &entryAcks{size: size, acked: make([]uint64, (size+63)/64), left: size}
+}
+
+func (e *entryAcks) isAcked(i int) bool { return e.acked[i/64]&(1<<(i%64)) != 0 }
+
+// Register records a new entry of size receipts. Stores call it inside the
+// append's transaction, before the commit, so that a reader listing the
+// entry the moment it is committed finds it here when its receipts are
+// acknowledged; nobody holds an id of it before then, so an entry left by
+// a rolled-back append whose id is reused is simply replaced.
+func (a *Acks) Register(entry int64, size int) {
+	a.mu.Lock()
+	a.entries[entry] = newEntryAcks(size)
+	a.mu.Unlock()
+}
+
+// Forget drops the registrations of an append that failed, unless one of
+// them was marked meanwhile (Mark rebuilds an unknown entry from the store).
+func (a *Acks) Forget(entries []int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, entry := range entries {
+		if e, ok := a.entries[entry]; ok && e.left == e.size {
+			delete(a.entries, entry)
+		}
+	}
+}
+
+// Acked reports whether the receipt with log id id is acknowledged.
+func (a *Acks) Acked(id int64) bool {
+	entry, i := Split(id)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e, ok := a.entries[entry]
+	return ok && i < e.size && e.isAcked(i)
+}
+
+// Mark acknowledges ids and returns how many were not acknowledged before
+// (ids of unknown entries or past an entry's size count for nothing) and
+// the entries to delete now: those it completed, and those whose delete
+// failed before. size answers for an entry this process has not seen (it
+// was appended before the start): its receipt count, or false if the entry
+// is not stored. A mark needs no write: the pipeline acknowledges only
+// what it has durably processed, and the delete is garbage collection.
+func (a *Acks) Mark(ids []int64, size func(entry int64) (int, bool, error)) (marked int, done []int64, err error) {
+	for _, id := range ids {
+		entry, i := Split(id)
+		a.mu.Lock()
+		e, known := a.entries[entry]
+		a.mu.Unlock()
+		if !known {
+			n, found, err := size(entry)
+			if err != nil {
+				return marked, done, err
+			}
+			if !found {
+				continue
+			}
+			a.mu.Lock()
+			if e, known = a.entries[entry]; !known {
+				e = newEntryAcks(n)
+				a.entries[entry] = e
+			}
+			a.mu.Unlock()
+		}
+		a.mu.Lock()
+		if i < e.size && !e.isAcked(i) {
+			e.acked[i/64] |= 1 << (i % 64)
+			e.left--
+			marked++
+			if e.left == 0 {
+				done = append(done, entry)
+			}
+		}
+		a.mu.Unlock()
+	}
+	a.mu.Lock()
+	done = append(done, a.undeleted...)
+	a.undeleted = nil
+	a.mu.Unlock()
+	return marked, done, nil
+}
+
+// Deleted reports the outcome of deleting entries returned by Mark: on
+// success they are forgotten, on failure the next Mark returns them again.
+func (a *Acks) Deleted(entries []int64, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err != nil {
+		a.undeleted = append(a.undeleted, entries...)
+		return
+	}
+	for _, entry := range entries {
+		delete(a.entries, entry)
+	}
+}
+
+// Unacked returns the receipts of a stored entry with ids above afterID
+// that are not acknowledged, at most limit of them.
+func (a *Acks) Unacked(entry int64, data []byte, afterID int64, limit int) ([]Logged, error) {
+	rs, err := Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("receipt log entry %d: %w", entry, err)
+	}
+	var out []Logged
+	for i := range rs {
+		if len(out) >= limit {
+			break
+		}
+		if id := ID(entry, i); id > afterID && !a.Acked(id) {
+			out = append(out, Logged{ID: id, Receipt: rs[i]})
+		}
+	}
+	return out, nil
+}
+
+// Logged is a receipt with its log id (store.LoggedReceipt, without the
+// import of package store).
+type Logged struct {
+	ID int64
+	wamux.Receipt
+}
+
+// Encode writes receipts as a JSON array of arrays: [message_id,
+// account_id, receipt_type, event_time, callback_data, recipient,
+// error_code, error_title, source, received_at], times in Unix ms (0 for
+// none) and a zero ReceivedAt replaced by now. The stores' migrations
+// build the same shape from their old per-receipt rows. Written by hand:
+// encoding/json would reflect over each receipt on the appender's path.
+func Encode(rs []wamux.Receipt, now int64) []byte {
+	b := make([]byte, 0, len(rs)*128)
+	b = append(b, '[')
+	for i := range rs {
+		r := &rs[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		received := unixMS(r.ReceivedAt)
+		if received == 0 {
+			received = now
+		}
+		b = appendJSONString(append(b, '['), r.MessageID)
+		for _, f := range [...]field{{s: r.AccountID}, {s: string(r.Type)}, {n: unixMS(r.EventTime), num: true},
+			{s: r.CallbackData}, {s: r.Recipient}, {n: int64(r.ErrorCode), num: true}, {s: r.ErrorTitle},
+			{s: r.Source}, {n: received, num: true}} {
+			if f.num {
+				b = strconv.AppendInt(append(b, ','), f.n, 10)
+			} else {
+				b = appendJSONString(append(b, ','), f.s)
+			}
+		}
+		b = append(b, ']')
+	}
+	return append(b, ']')
+}
+
+// field is one field after the first of an encoded receipt: a string, or
+// a number when num is set.
+type field struct {
+	s   string
+	n   int64
+	num bool
+}
+
+// Decode reads what Encode (or a store's migration) wrote.
+func Decode(data []byte) ([]wamux.Receipt, error) {
+	var rows [][]json.RawMessage
+	if err := json.Unmarshal(data, &rows); err != nil {
+		return nil, fmt.Errorf("decode receipt log entry: %w", err)
+	}
+	out := make([]wamux.Receipt, len(rows))
+	for i, row := range rows {
+		if len(row) != 10 {
+			return nil, fmt.Errorf("decode receipt log entry: receipt %d has %d fields, want 10", i, len(row))
+		}
+		r := &out[i]
+		var typ string
+		var event, received int64
+		for j, dst := range []any{&r.MessageID, &r.AccountID, &typ, &event, &r.CallbackData, &r.Recipient,
+			&r.ErrorCode, &r.ErrorTitle, &r.Source, &received} {
+			if err := json.Unmarshal(row[j], dst); err != nil {
+				return nil, fmt.Errorf("decode receipt log entry: receipt %d field %d: %w", i, j, err)
+			}
+		}
+		r.Type, r.EventTime, r.ReceivedAt = wamux.ReceiptType(typ), fromUnixMS(event), fromUnixMS(received)
+	}
+	return out, nil
+}
+
+func unixMS(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func fromUnixMS(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v).UTC()
+}
+
+// appendJSONString appends s as a JSON string. Invalid UTF-8 becomes
+// U+FFFD, as encoding/json does.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c == '\n':
+				b = append(b, '\\', 'n')
+			case c == '\r':
+				b = append(b, '\\', 'r')
+			case c == '\t':
+				b = append(b, '\\', 't')
+			case c < 0x20:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, `\ufffd`...)
+		} else {
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(b, '"')
+}
