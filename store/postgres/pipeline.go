@@ -2,83 +2,113 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/store"
+	"github.com/wamux/wamux/store/receiptlog"
 )
 
-// AppendReceiptLog takes ids from the sequence first and inserts with them,
-// so each receipt's id is known without relying on the order of RETURNING.
+// The receipt log (store.PipelineStore) is stored as entries, one row per
+// append (package receiptlog; migration 0060 moved the per-receipt rows).
+// Entry ids come from the sequence, so they follow the order appends got
+// them, not commit order; readers do not use them as a cursor of commits.
+
+// AppendReceiptLog stores the receipts as one entry (or several, past
+// receiptlog.MaxEntry) in one transaction.
 func (s *Store) AppendReceiptLog(ctx context.Context, rs []wamux.Receipt) ([]int64, error) {
 	if len(rs) == 0 {
 		return nil, nil
 	}
-	n := len(rs)
-	msg, acc, typ, cb, rcpt, title, src := make([]string, n), make([]string, n), make([]string, n),
-		make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	event, code, received := make([]int64, n), make([]int64, n), make([]int64, n)
-	now := ms(s.now())
 	for i := range rs {
-		r := &rs[i]
-		if r.MessageID == "" || r.AccountID == "" || r.Type == "" {
+		if rs[i].MessageID == "" || rs[i].AccountID == "" || rs[i].Type == "" {
 			return nil, wamux.Errorf(wamux.EInvalid, "receipt %d needs message_id, account_id and type", i)
 		}
-		msg[i], acc[i], typ[i], cb[i], rcpt[i] = r.MessageID, r.AccountID, string(r.Type), r.CallbackData, r.Recipient
-		title[i], src[i], event[i], code[i], received[i] = r.ErrorTitle, r.Source, ms(r.EventTime), int64(r.ErrorCode), ms(r.ReceivedAt)
-		if received[i] == 0 {
-			received[i] = now
-		}
 	}
-	var ids []int64
+	now := ms(s.now())
+	chunks := receiptlog.Chunks(rs)
+	datas := make([][]byte, len(chunks))
+	for k, c := range chunks {
+		datas[k] = receiptlog.Encode(c, now)
+	}
+	ids := make([]int64, 0, len(rs))
+	var registered []int64
 	err := s.inTx(ctx, "append receipt log", func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT nextval(pg_get_serial_sequence('receipt_log', 'id')) FROM generate_series(1, $1)`, n)
-		if err != nil {
-			return err
+		// A retried attempt's entries were never committed.
+		s.logAcks.Forget(registered)
+		ids, registered = ids[:0], registered[:0]
+		for k, data := range datas {
+			var entry int64
+			if err := tx.QueryRow(ctx, `INSERT INTO receipt_log_entries (receipts, data) VALUES ($1, $2) RETURNING id`,
+				len(chunks[k]), data).Scan(&entry); err != nil {
+				return err
+			}
+			for i := range chunks[k] {
+				ids = append(ids, receiptlog.ID(entry, i))
+			}
+			// Before the commit: see receiptlog.Acks.Register.
+			s.logAcks.Register(entry, len(chunks[k]))
+			registered = append(registered, entry)
 		}
-		ids, err = pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
-			return err
-		}
-		if len(ids) != n {
-			return fmt.Errorf("sequence gave %d ids for %d receipts", len(ids), n)
-		}
-		_, err = tx.Exec(ctx, `INSERT INTO receipt_log (id, `+receiptCols+`)
-			SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[],
-				$8::bigint[], $9::text[], $10::text[], $11::bigint[])`,
-			ids, msg, acc, typ, event, cb, rcpt, code, title, src, received)
-		return err
+		return nil
 	})
 	if err != nil {
+		s.logAcks.Forget(registered)
 		return nil, err
 	}
 	return ids, nil
 }
 
-// ListReceiptLog reads the log in id order.
+// ListReceiptLog decodes entries in id order, from the entry of afterID
+// on, skipping acknowledged receipts.
 func (s *Store) ListReceiptLog(ctx context.Context, afterID int64, limit int) ([]store.LoggedReceipt, error) {
 	if s.closed.Load() {
 		return nil, errClosed
 	}
 	limit = store.ListLimit(limit)
-	rows, err := s.pool.Query(ctx, `SELECT `+receiptCols+`, id FROM receipt_log WHERE id > $1 ORDER BY id LIMIT $2`, afterID, limit)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list receipt log: %w", wrapErr(err))
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.LoggedReceipt, error) {
-		var l store.LoggedReceipt
-		err := scanReceipt(row, &l.Receipt, &l.ID)
-		return l, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list receipt log: %w", wrapErr(err))
+	afterEntry, _ := receiptlog.Split(max(afterID, 0))
+	var out []store.LoggedReceipt
+	for len(out) < limit {
+		rows, err := s.pool.Query(ctx, `SELECT id, data FROM receipt_log_entries WHERE id >= $1 ORDER BY id LIMIT 64`, afterEntry)
+		if err != nil {
+			return nil, fmt.Errorf("postgres: list receipt log: %w", wrapErr(err))
+		}
+		var last int64 = -1
+		for rows.Next() && len(out) < limit {
+			var data []byte
+			if err := rows.Scan(&last, &data); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("postgres: list receipt log: %w", err)
+			}
+			ls, err := s.logAcks.Unacked(last, data, afterID, limit-len(out))
+			if err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("postgres: list receipt log: %w", err)
+			}
+			for _, l := range ls {
+				out = append(out, store.LoggedReceipt{ID: l.ID, Receipt: l.Receipt})
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("postgres: list receipt log: %w", wrapErr(err))
+		}
+		if last < 0 {
+			break
+		}
+		afterEntry = last + 1
 	}
 	return out, nil
 }
 
-// AckReceiptLog deletes the ids in one statement.
+// AckReceiptLog marks receipts acknowledged and deletes the entries that
+// became fully acknowledged. Once marked, an acknowledgement stands even if
+// the delete fails (the entry is deleted by a later call, or after a crash
+// read back and processed again, harmlessly), and the count is returned
+// without an error, since the receipts are done.
 func (s *Store) AckReceiptLog(ctx context.Context, ids []int64) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil
@@ -86,11 +116,23 @@ func (s *Store) AckReceiptLog(ctx context.Context, ids []int64) (int, error) {
 	if s.closed.Load() {
 		return 0, errClosed
 	}
-	tag, err := s.pool.Exec(ctx, `DELETE FROM receipt_log WHERE id = ANY($1::bigint[])`, ids)
-	if err != nil {
-		return 0, fmt.Errorf("postgres: ack receipt log: %w", wrapErr(err))
+	marked, done, err := s.logAcks.Mark(ids, func(entry int64) (int, bool, error) {
+		var size int
+		err := s.pool.QueryRow(ctx, `SELECT receipts FROM receipt_log_entries WHERE id = $1`, entry).Scan(&size)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return 0, false, nil
+		}
+		if err != nil {
+			return 0, false, fmt.Errorf("postgres: ack receipt log: %w", wrapErr(err))
+		}
+		return size, true, nil
+	})
+	if err != nil || len(done) == 0 {
+		return marked, err
 	}
-	return int(tag.RowsAffected()), nil
+	_, err = s.pool.Exec(ctx, `DELETE FROM receipt_log_entries WHERE id = ANY($1::bigint[])`, done)
+	s.logAcks.Deleted(done, err)
+	return marked, nil
 }
 
 // FindMessages looks messages up by wamid or msg_id in one query.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/store"
+	"github.com/wamux/wamux/store/receiptlog"
 )
 
 // Options tunes a Store; the zero value is ready to use.
@@ -40,6 +41,8 @@ type Store struct {
 	opts   Options
 	pool   *pgxpool.Pool
 	closed atomic.Bool
+	// logAcks: acknowledgements of receipt log entries (pipeline.go).
+	logAcks *receiptlog.Acks
 }
 
 var _ store.Store = (*Store)(nil)
@@ -70,7 +73,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open pool: %w", wrapErr(err))
 	}
-	s := &Store{opts: opts, pool: pool}
+	s := &Store{opts: opts, pool: pool, logAcks: receiptlog.NewAcks()}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
