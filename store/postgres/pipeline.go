@@ -28,38 +28,14 @@ func (s *Store) AppendReceiptLog(ctx context.Context, rs []wamux.Receipt) ([]int
 			return nil, wamux.Errorf(wamux.EInvalid, "receipt %d needs message_id, account_id and type", i)
 		}
 	}
-	now := ms(s.now())
-	chunks := receiptlog.Chunks(rs)
-	datas := make([][]byte, len(chunks))
-	for k, c := range chunks {
-		datas[k] = receiptlog.Encode(c, now)
-	}
-	ids := make([]int64, 0, len(rs))
-	var registered []int64
-	err := s.inTx(ctx, "append receipt log", func(tx pgx.Tx) error {
-		// A retried attempt's entries were never committed.
-		s.logAcks.Forget(registered)
-		ids, registered = ids[:0], registered[:0]
-		for k, data := range datas {
-			var entry int64
-			if err := tx.QueryRow(ctx, `INSERT INTO receipt_log_entries (receipts, data) VALUES ($1, $2) RETURNING id`,
-				len(chunks[k]), data).Scan(&entry); err != nil {
-				return err
-			}
-			for i := range chunks[k] {
-				ids = append(ids, receiptlog.ID(entry, i))
-			}
-			// Before the commit: see receiptlog.Acks.Register.
-			s.logAcks.Register(entry, len(chunks[k]))
-			registered = append(registered, entry)
-		}
-		return nil
-	})
-	if err != nil {
-		s.logAcks.Forget(registered)
-		return nil, err
-	}
-	return ids, nil
+	ap := s.logAcks.NewAppend(rs, ms(s.now()))
+	return ap.Done(s.inTx(ctx, "append receipt log", func(tx pgx.Tx) error {
+		return ap.Insert(func(receipts int, data []byte) (entry int64, err error) {
+			err = tx.QueryRow(ctx, `INSERT INTO receipt_log_entries (receipts, data) VALUES ($1, $2) RETURNING id`,
+				receipts, data).Scan(&entry)
+			return entry, err
+		})
+	}))
 }
 
 // ListReceiptLog decodes entries in id order, from the entry of afterID
@@ -68,47 +44,22 @@ func (s *Store) ListReceiptLog(ctx context.Context, afterID int64, limit int) ([
 	if s.closed.Load() {
 		return nil, errClosed
 	}
-	limit = store.ListLimit(limit)
-	afterEntry, _ := receiptlog.Split(max(afterID, 0))
-	var out []store.LoggedReceipt
-	for len(out) < limit {
-		rows, err := s.pool.Query(ctx, `SELECT id, data FROM receipt_log_entries WHERE id >= $1 ORDER BY id LIMIT 64`, afterEntry)
+	ls, err := s.logAcks.List(afterID, store.ListLimit(limit), func(from int64) ([]receiptlog.Stored, error) {
+		rows, err := s.pool.Query(ctx, `SELECT id, data FROM receipt_log_entries WHERE id >= $1 ORDER BY id LIMIT $2`,
+			from, receiptlog.PageSize)
 		if err != nil {
-			return nil, fmt.Errorf("postgres: list receipt log: %w", wrapErr(err))
+			return nil, wrapErr(err)
 		}
-		var last int64 = -1
-		for rows.Next() && len(out) < limit {
-			var data []byte
-			if err := rows.Scan(&last, &data); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("postgres: list receipt log: %w", err)
-			}
-			ls, err := s.logAcks.Unacked(last, data, afterID, limit-len(out))
-			if err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("postgres: list receipt log: %w", err)
-			}
-			for _, l := range ls {
-				out = append(out, store.LoggedReceipt{ID: l.ID, Receipt: l.Receipt})
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("postgres: list receipt log: %w", wrapErr(err))
-		}
-		if last < 0 {
-			break
-		}
-		afterEntry = last + 1
+		return pgx.CollectRows(rows, pgx.RowToStructByPos[receiptlog.Stored])
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list receipt log: %w", wrapErr(err))
 	}
-	return out, nil
+	return ls, nil
 }
 
 // AckReceiptLog marks receipts acknowledged and deletes the entries that
-// became fully acknowledged. Once marked, an acknowledgement stands even if
-// the delete fails (the entry is deleted by a later call, or after a crash
-// read back and processed again, harmlessly), and the count is returned
-// without an error, since the receipts are done.
+// became fully acknowledged (receiptlog.Acks.Ack).
 func (s *Store) AckReceiptLog(ctx context.Context, ids []int64) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil
@@ -116,23 +67,21 @@ func (s *Store) AckReceiptLog(ctx context.Context, ids []int64) (int, error) {
 	if s.closed.Load() {
 		return 0, errClosed
 	}
-	marked, done, err := s.logAcks.Mark(ids, func(entry int64) (int, bool, error) {
-		var size int
-		err := s.pool.QueryRow(ctx, `SELECT receipts FROM receipt_log_entries WHERE id = $1`, entry).Scan(&size)
+	size := func(entry int64) (int, bool, error) {
+		var n int
+		err := s.pool.QueryRow(ctx, `SELECT receipts FROM receipt_log_entries WHERE id = $1`, entry).Scan(&n)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return 0, false, nil
 		}
 		if err != nil {
 			return 0, false, fmt.Errorf("postgres: ack receipt log: %w", wrapErr(err))
 		}
-		return size, true, nil
-	})
-	if err != nil || len(done) == 0 {
-		return marked, err
+		return n, true, nil
 	}
-	_, err = s.pool.Exec(ctx, `DELETE FROM receipt_log_entries WHERE id = ANY($1::bigint[])`, done)
-	s.logAcks.Deleted(done, err)
-	return marked, nil
+	return s.logAcks.Ack(ids, size, func(done []int64) error {
+		_, err := s.pool.Exec(ctx, `DELETE FROM receipt_log_entries WHERE id = ANY($1::bigint[])`, done)
+		return err
+	})
 }
 
 // FindMessages looks messages up by wamid or msg_id in one query.

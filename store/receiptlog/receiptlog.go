@@ -26,6 +26,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/store"
 )
 
 const (
@@ -156,6 +157,20 @@ func (a *Acks) Mark(ids []int64, size func(entry int64) (int, bool, error)) (mar
 	return marked, done, nil
 }
 
+// Ack is an acknowledgement as the stores make it: Mark, then delete the
+// entries that are done with del. Once marked, an acknowledgement stands
+// even if the delete fails (Deleted keeps the entries for the next call;
+// after a crash they are read back and processed again, harmlessly), so
+// the count comes back without an error: the receipts are done.
+func (a *Acks) Ack(ids []int64, size func(entry int64) (int, bool, error), del func(entries []int64) error) (int, error) {
+	marked, done, err := a.Mark(ids, size)
+	if err != nil || len(done) == 0 {
+		return marked, err
+	}
+	a.Deleted(done, del(done))
+	return marked, nil
+}
+
 // Deleted reports the outcome of deleting entries returned by Mark: on
 // success they are forgotten, on failure the next Mark returns them again.
 func (a *Acks) Deleted(entries []int64, err error) {
@@ -170,31 +185,95 @@ func (a *Acks) Deleted(entries []int64, err error) {
 	}
 }
 
-// Unacked returns the receipts of a stored entry with ids above afterID
-// that are not acknowledged, at most limit of them.
-func (a *Acks) Unacked(entry int64, data []byte, afterID int64, limit int) ([]Logged, error) {
-	rs, err := Decode(data)
-	if err != nil {
-		return nil, fmt.Errorf("receipt log entry %d: %w", entry, err)
+// Append is one append in the making: its entries, encoded before the
+// store's transaction so that the writer only binds them.
+type Append struct {
+	acks       *Acks
+	chunks     [][]wamux.Receipt
+	datas      [][]byte
+	ids        []int64
+	registered []int64
+}
+
+// NewAppend splits rs into entries and encodes them; now stamps receipts
+// without ReceivedAt (Unix ms).
+func (a *Acks) NewAppend(rs []wamux.Receipt, now int64) *Append {
+	ap := &Append{acks: a, chunks: Chunks(rs), ids: make([]int64, 0, len(rs))}
+	for _, c := range ap.chunks {
+		ap.datas = append(ap.datas, Encode(c, now))
 	}
-	var out []Logged
-	for i := range rs {
-		if len(out) >= limit {
+	return ap
+}
+
+// Insert stores the entries with insert (one row: its receipt count and
+// data; it returns the entry id) and registers them. Call it inside the
+// store's transaction, before the commit; a transaction that is retried
+// may call it again, which first forgets the previous attempt's entries.
+func (ap *Append) Insert(insert func(receipts int, data []byte) (entry int64, err error)) error {
+	ap.acks.Forget(ap.registered)
+	ap.ids, ap.registered = ap.ids[:0], ap.registered[:0]
+	for k, data := range ap.datas {
+		entry, err := insert(len(ap.chunks[k]), data)
+		if err != nil {
+			return err
+		}
+		for i := range ap.chunks[k] {
+			ap.ids = append(ap.ids, ID(entry, i))
+		}
+		ap.acks.Register(entry, len(ap.chunks[k]))
+		ap.registered = append(ap.registered, entry)
+	}
+	return nil
+}
+
+// Done ends the append with the transaction's outcome: the receipts' log
+// ids, or the error once the entries are forgotten.
+func (ap *Append) Done(err error) ([]int64, error) {
+	if err != nil {
+		ap.acks.Forget(ap.registered)
+		return nil, err
+	}
+	return ap.ids, nil
+}
+
+// Stored is an entry as a store reads it back.
+type Stored struct {
+	ID   int64
+	Data []byte
+}
+
+// List returns up to limit receipts with log ids above afterID that are
+// not acknowledged, in id order. page reads stored entries with ids of at
+// least from, in id order, a page at a time (none when there are no more).
+func (a *Acks) List(afterID int64, limit int, page func(from int64) ([]Stored, error)) ([]store.LoggedReceipt, error) {
+	from, _ := Split(max(afterID, 0))
+	var out []store.LoggedReceipt
+	for len(out) < limit {
+		entries, err := page(from)
+		if err != nil {
+			return nil, err
+		}
+		if len(entries) == 0 {
 			break
 		}
-		if id := ID(entry, i); id > afterID && !a.Acked(id) {
-			out = append(out, Logged{ID: id, Receipt: rs[i]})
+		for _, e := range entries {
+			rs, err := Decode(e.Data)
+			if err != nil {
+				return nil, fmt.Errorf("receipt log entry %d: %w", e.ID, err)
+			}
+			for i := range rs {
+				if id := ID(e.ID, i); id > afterID && len(out) < limit && !a.Acked(id) {
+					out = append(out, store.LoggedReceipt{ID: id, Receipt: rs[i]})
+				}
+			}
 		}
+		from = entries[len(entries)-1].ID + 1
 	}
 	return out, nil
 }
 
-// Logged is a receipt with its log id (store.LoggedReceipt, without the
-// import of package store).
-type Logged struct {
-	ID int64
-	wamux.Receipt
-}
+// PageSize is how many entries a page of List should hold.
+const PageSize = 64
 
 // Encode writes receipts as a JSON array of arrays: [message_id,
 // account_id, receipt_type, event_time, callback_data, recipient,

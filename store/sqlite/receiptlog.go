@@ -24,117 +24,74 @@ func (s *Store) AppendReceiptLog(ctx context.Context, rs []wamux.Receipt) ([]int
 	if err := validateReceipts(rs); err != nil {
 		return nil, err
 	}
-	now := ms(s.now())
-	chunks := receiptlog.Chunks(rs)
-	datas := make([][]byte, len(chunks))
-	for k, c := range chunks {
-		datas[k] = receiptlog.Encode(c, now)
-	}
-	ids := make([]int64, 0, len(rs))
-	var registered []int64
-	err := s.write(ctx, func(w *writeTx) error {
-		ids, registered = ids[:0], registered[:0]
-		for k, data := range datas {
-			res, err := w.exec(`INSERT INTO receipt_log_entries (receipts, data) VALUES (?, ?)`, len(chunks[k]), data)
+	ap := s.logAcks.NewAppend(rs, ms(s.now()))
+	return ap.Done(s.write(ctx, func(w *writeTx) error {
+		return ap.Insert(func(receipts int, data []byte) (int64, error) {
+			res, err := w.exec(`INSERT INTO receipt_log_entries (receipts, data) VALUES (?, ?)`, receipts, data)
 			if err != nil {
-				return fmt.Errorf("sqlite: append receipt log: %w", wrapErr(err))
+				return 0, fmt.Errorf("sqlite: append receipt log: %w", wrapErr(err))
 			}
-			entry, err := res.LastInsertId()
-			if err != nil {
-				return fmt.Errorf("sqlite: append receipt log: %w", err)
-			}
-			for i := range chunks[k] {
-				ids = append(ids, receiptlog.ID(entry, i))
-			}
-			s.logAcks.Register(entry, len(chunks[k]))
-			registered = append(registered, entry)
-		}
-		return nil
-	})
-	if err != nil {
-		s.logAcks.Forget(registered)
-		return nil, err
-	}
-	return ids, nil
+			return res.LastInsertId()
+		})
+	}))
 }
 
 // ListReceiptLog decodes entries in id order, from the entry of afterID
 // on, skipping acknowledged receipts.
 func (s *Store) ListReceiptLog(ctx context.Context, afterID int64, limit int) ([]store.LoggedReceipt, error) {
-	limit = store.ListLimit(limit)
-	afterEntry, _ := receiptlog.Split(max(afterID, 0))
-	var out []store.LoggedReceipt
-	for len(out) < limit {
-		rows, err := s.rquery(ctx, `SELECT id, data FROM receipt_log_entries WHERE id >= ? ORDER BY id LIMIT 64`, afterEntry)
+	ls, err := s.logAcks.List(afterID, store.ListLimit(limit), func(from int64) ([]receiptlog.Stored, error) {
+		rows, err := s.rquery(ctx, `SELECT id, data FROM receipt_log_entries WHERE id >= ? ORDER BY id LIMIT ?`, from, receiptlog.PageSize)
 		if err != nil {
-			return nil, fmt.Errorf("sqlite: list receipt log: %w", wrapErr(err))
+			return nil, wrapErr(err)
 		}
-		var last int64 = -1
-		for rows.Next() && len(out) < limit {
-			var data []byte
-			if err := rows.Scan(&last, &data); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("sqlite: list receipt log: %w", err)
+		defer rows.Close()
+		var page []receiptlog.Stored
+		for rows.Next() {
+			var e receiptlog.Stored
+			if err := rows.Scan(&e.ID, &e.Data); err != nil {
+				return nil, err
 			}
-			ls, err := s.logAcks.Unacked(last, data, afterID, limit-len(out))
-			if err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("sqlite: list receipt log: %w", err)
-			}
-			for _, l := range ls {
-				out = append(out, store.LoggedReceipt{ID: l.ID, Receipt: l.Receipt})
-			}
+			page = append(page, e)
 		}
-		if err := rows.Err(); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("sqlite: list receipt log: %w", wrapErr(err))
-		}
-		rows.Close()
-		if last < 0 {
-			break
-		}
-		afterEntry = last + 1
+		return page, wrapErr(rows.Err())
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list receipt log: %w", err)
 	}
-	return out, nil
+	return ls, nil
 }
 
 // AckReceiptLog marks receipts acknowledged and deletes the entries that
-// became fully acknowledged. Once marked, an acknowledgement stands even if
-// the delete fails (the entry is deleted by a later call, or after a crash
-// read back and processed again, harmlessly), and the count is returned
-// without an error, since the receipts are done.
+// became fully acknowledged (receiptlog.Acks.Ack).
 func (s *Store) AckReceiptLog(ctx context.Context, ids []int64) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	marked, done, err := s.logAcks.Mark(ids, func(entry int64) (int, bool, error) {
-		var size int
-		err := s.rqueryRow(ctx, `SELECT receipts FROM receipt_log_entries WHERE id = ?`, entry).Scan(&size)
+	size := func(entry int64) (int, bool, error) {
+		var n int
+		err := s.rqueryRow(ctx, `SELECT receipts FROM receipt_log_entries WHERE id = ?`, entry).Scan(&n)
 		if errors.Is(err, sql.ErrNoRows) {
 			return 0, false, nil
 		}
 		if err != nil {
 			return 0, false, fmt.Errorf("sqlite: ack receipt log: %w", wrapErr(err))
 		}
-		return size, true, nil
-	})
-	if err != nil || len(done) == 0 {
-		return marked, err
+		return n, true, nil
 	}
-	err = s.write(ctx, func(w *writeTx) error {
-		for start := 0; start < len(done); start += maxKeyRows {
-			chunk := done[start:min(start+maxKeyRows, len(done))]
-			rows := padRows(len(chunk))
-			args := make([]any, rows)
-			for i := range args {
-				args[i] = chunk[min(i, len(chunk)-1)]
+	return s.logAcks.Ack(ids, size, func(done []int64) error {
+		return s.write(ctx, func(w *writeTx) error {
+			for start := 0; start < len(done); start += maxKeyRows {
+				chunk := done[start:min(start+maxKeyRows, len(done))]
+				rows := padRows(len(chunk))
+				args := make([]any, rows)
+				for i := range args {
+					args[i] = chunk[min(i, len(chunk)-1)]
+				}
+				if _, err := w.exec(`DELETE FROM receipt_log_entries WHERE id IN (`+placeholders(rows)+`)`, args...); err != nil {
+					return fmt.Errorf("sqlite: ack receipt log: %w", wrapErr(err))
+				}
 			}
-			if _, err := w.exec(`DELETE FROM receipt_log_entries WHERE id IN (`+placeholders(rows)+`)`, args...); err != nil {
-				return fmt.Errorf("sqlite: ack receipt log: %w", wrapErr(err))
-			}
-		}
-		return nil
+			return nil
+		})
 	})
-	s.logAcks.Deleted(done, err)
-	return marked, nil
 }
