@@ -118,42 +118,49 @@ func (a *Acks) Acked(id int64) bool {
 // was appended before the start): its receipt count, or false if the entry
 // is not stored. A mark needs no write: the pipeline acknowledges only
 // what it has durably processed, and the delete is garbage collection.
+//
+// Unknown entries are looked up before anything is marked, so a failing
+// size marks nothing: the caller counts an acknowledgement as all or
+// nothing (it reads the receipts back and acknowledges them again), and a
+// receipt marked but not counted would never be listed again.
 func (a *Acks) Mark(ids []int64, size func(entry int64) (int, bool, error)) (marked int, done []int64, err error) {
 	for _, id := range ids {
-		entry, i := Split(id)
+		entry, _ := Split(id)
 		a.mu.Lock()
-		e, known := a.entries[entry]
+		_, known := a.entries[entry]
 		a.mu.Unlock()
-		if !known {
-			n, found, err := size(entry)
-			if err != nil {
-				return marked, done, err
-			}
-			if !found {
-				continue
-			}
+		if known {
+			continue
+		}
+		n, found, err := size(entry)
+		if err != nil {
+			return 0, nil, err
+		}
+		if found {
 			a.mu.Lock()
-			if e, known = a.entries[entry]; !known {
-				e = newEntryAcks(n)
-				a.entries[entry] = e
+			if _, known = a.entries[entry]; !known {
+				a.entries[entry] = newEntryAcks(n)
 			}
 			a.mu.Unlock()
 		}
-		a.mu.Lock()
-		if i < e.size && !e.isAcked(i) {
-			e.acked[i/64] |= 1 << (i % 64)
-			e.left--
-			marked++
-			if e.left == 0 {
-				done = append(done, entry)
-			}
-		}
-		a.mu.Unlock()
 	}
 	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, id := range ids {
+		entry, i := Split(id)
+		e, ok := a.entries[entry]
+		if !ok || i >= e.size || e.isAcked(i) {
+			continue
+		}
+		e.acked[i/64] |= 1 << (i % 64)
+		e.left--
+		marked++
+		if e.left == 0 {
+			done = append(done, entry)
+		}
+	}
 	done = append(done, a.undeleted...)
 	a.undeleted = nil
-	a.mu.Unlock()
 	return marked, done, nil
 }
 

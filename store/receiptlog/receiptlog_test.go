@@ -147,7 +147,12 @@ func TestAcks(t *testing.T) {
 	if !a.Acked(ID(5, 0)) {
 		t.Fatal("Forget dropped an entry with marks")
 	}
-	if _, _, err := a.Mark([]int64{ID(4, 0)}, func(int64) (int, bool, error) { return 0, false, errors.New("down") }); err == nil {
-		t.Fatal("a forgotten entry was not looked up again")
+	// A lookup that fails marks nothing, not even the known entry's
+	// receipt before it: the caller will acknowledge all of them again.
+	if n, _, err := a.Mark([]int64{ID(5, 1), ID(4, 0)}, func(int64) (int, bool, error) { return 0, false, errors.New("down") }); err == nil || n != 0 {
+		t.Fatalf("mark with a failing lookup = %d, %v; want 0 and the error (a forgotten entry is looked up again)", n, err)
+	}
+	if a.Acked(ID(5, 1)) {
+		t.Fatal("a mark made before the failing lookup stayed")
 	}
 }
