@@ -240,7 +240,7 @@ func (p *Pipeline) reload(pt *partition, from int64) {
 			}
 		}
 		p.c.readBack.Add(int64(len(mine)))
-		again, first := pt.splitRemerge(mine)
+		again, first := pt.splitRemerge(mine, p.backlogUpTo.Load())
 		for _, g := range []struct {
 			ls      []store.LoggedReceipt
 			remerge bool
@@ -342,16 +342,16 @@ func (pt *partition) forgetRemerge(batch []store.LoggedReceipt) {
 	}
 }
 
-// splitRemerge separates read-back entries of failed batches from the
-// others.
-func (pt *partition) splitRemerge(ls []store.LoggedReceipt) (again, first []store.LoggedReceipt) {
+// splitRemerge separates read-back entries of failed batches, and those an
+// earlier run left (ids up to backlogUpTo), from the others.
+func (pt *partition) splitRemerge(ls []store.LoggedReceipt, backlogUpTo int64) (again, first []store.LoggedReceipt) {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	if len(pt.remerge) == 0 {
+	if len(pt.remerge) == 0 && backlogUpTo <= 0 {
 		return nil, ls
 	}
 	for _, l := range ls {
-		if _, ok := pt.remerge[l.ID]; ok {
+		if _, ok := pt.remerge[l.ID]; ok || l.ID <= backlogUpTo {
 			again = append(again, l)
 		} else {
 			first = append(first, l)

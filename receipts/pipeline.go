@@ -121,9 +121,13 @@ type Pipeline struct {
 	c       counters
 	parts   []*partition
 
-	paused  atomic.Bool // apply_state off
-	started atomic.Bool
-	closing atomic.Bool
+	paused atomic.Bool // apply_state off
+	// backlogUpTo: log ids up to it were left by an earlier run and, when
+	// read back, are merged whatever the dedup layers say (see recover).
+	// Set when Start finds merging paused and leaves them for later.
+	backlogUpTo atomic.Int64
+	started     atomic.Bool
+	closing     atomic.Bool
 
 	flushMu sync.Mutex
 	flushed *sync.Cond // broadcast when processed grows
@@ -210,13 +214,23 @@ func (p *Pipeline) applySettings(v settings.Values) {
 
 // Start processes what the log still holds from before (a crash or a stop
 // that could not drain), then starts the partition processors. Call it
-// before the first Ingest.
+// before the first Ingest. With apply_state off the backlog waits in the
+// log like new receipts do, and is merged once apply_state is on again:
+// "later" holds across a restart, which an operator who paused merging
+// because the store is struggling counts on.
 func (p *Pipeline) Start(ctx context.Context) error {
 	if p.started.Swap(true) {
 		return errors.New("receipts: pipeline already started")
 	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
-	if err := p.recover(ctx); err != nil {
+	if p.paused.Load() {
+		// Every id is backlog until the first append tells where it ends.
+		p.backlogUpTo.Store(math.MaxInt64)
+		for _, pt := range p.parts {
+			pt.spill(0)
+		}
+		p.log.Info("receipts: apply_state is off; receipts left in the log by the last run wait until it is on")
+	} else if err := p.recover(ctx); err != nil {
 		p.cancel()
 		return err
 	}

@@ -252,12 +252,31 @@ func (p *Pipeline) merge(ctx context.Context, batch []store.LoggedReceipt, idx [
 }
 
 // ack deletes a processed batch from the log and reports how many entries
-// were still there.
+// were still there. Receipts an earlier run left (ids up to backlogUpTo)
+// are acknowledged apart and not reported: Appended and Processed count
+// this run's receipts only, as recover does.
 func (p *Pipeline) ack(ctx context.Context, batch []store.LoggedReceipt) (int, error) {
-	ids := make([]int64, len(batch))
+	upTo := p.backlogUpTo.Load()
+	var ids, old []int64
 	for i := range batch {
-		ids[i] = batch[i].ID
+		if batch[i].ID <= upTo {
+			old = append(old, batch[i].ID)
+		} else {
+			ids = append(ids, batch[i].ID)
+		}
 	}
+	if len(old) > 0 {
+		if _, err := p.ackIDs(ctx, old); err != nil {
+			return 0, err
+		}
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	return p.ackIDs(ctx, ids)
+}
+
+func (p *Pipeline) ackIDs(ctx context.Context, ids []int64) (int, error) {
 	var n int
 	err := p.retry(ctx, "acknowledge receipt log", func(ctx context.Context) error {
 		var err error
