@@ -146,6 +146,35 @@ func ListLimit(limit int) int {
 	return limit
 }
 
+// ValidateReceipts is the rule every backend applies before storing or
+// logging receipts: each needs its message id, account and type.
+func ValidateReceipts(rs []wamux.Receipt) error {
+	for i := range rs {
+		if rs[i].MessageID == "" || rs[i].AccountID == "" || rs[i].Type == "" {
+			return wamux.Errorf(wamux.EInvalid, "receipt %d needs message_id, account_id and type", i)
+		}
+	}
+	return nil
+}
+
+// ValidateSeqState is the rule for storing an account's sequence state.
+func ValidateSeqState(st SeqState) error {
+	if st.AccountID == "" {
+		return wamux.Errorf(wamux.EInvalid, "sequence state needs an account_id")
+	}
+	return nil
+}
+
+// ValidateUpdates is the rule for message updates: each names its message.
+func ValidateUpdates(us ...MessageUpdate) error {
+	for _, u := range us {
+		if u.MsgID == "" {
+			return wamux.Errorf(wamux.EInvalid, "update needs a msg_id")
+		}
+	}
+	return nil
+}
+
 // ReceiptStore keeps receipts, the merged current status per provider
 // message, the late-receipt audit and dead letters.
 type ReceiptStore interface {

@@ -176,8 +176,8 @@ func (s *Store) getMessage(ctx context.Context, col, v string) (wamux.Message, e
 // given; an empty u.Status keeps the current status. The precondition is
 // part of the UPDATE, so concurrent callers cannot both pass it.
 func (s *Store) UpdateMessage(ctx context.Context, u store.MessageUpdate) (bool, error) {
-	if u.MsgID == "" {
-		return false, wamux.Errorf(wamux.EInvalid, "update needs a msg_id")
+	if err := store.ValidateUpdates(u); err != nil {
+		return false, err
 	}
 	if s.closed.Load() {
 		return false, errClosed

@@ -23,10 +23,8 @@ func (s *Store) AppendReceiptLog(ctx context.Context, rs []wamux.Receipt) ([]int
 	if len(rs) == 0 {
 		return nil, nil
 	}
-	for i := range rs {
-		if rs[i].MessageID == "" || rs[i].AccountID == "" || rs[i].Type == "" {
-			return nil, wamux.Errorf(wamux.EInvalid, "receipt %d needs message_id, account_id and type", i)
-		}
+	if err := store.ValidateReceipts(rs); err != nil {
+		return nil, err
 	}
 	ap := s.logAcks.NewAppend(rs, ms(s.now()))
 	return ap.Done(s.inTx(ctx, "append receipt log", func(tx pgx.Tx) error {

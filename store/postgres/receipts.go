@@ -32,13 +32,13 @@ func (s *Store) InsertReceipts(ctx context.Context, rs []wamux.Receipt) ([]bool,
 	if len(rs) == 0 {
 		return nil, nil
 	}
+	if err := store.ValidateReceipts(rs); err != nil {
+		return nil, err
+	}
 	first := make(map[store.ReceiptKey]int, len(rs))
 	uniq := make([]int, 0, len(rs))
 	for i := range rs {
 		r := &rs[i]
-		if r.MessageID == "" || r.AccountID == "" || r.Type == "" {
-			return nil, wamux.Errorf(wamux.EInvalid, "receipt %d needs message_id, account_id and type", i)
-		}
 		k := store.ReceiptKey{MessageID: r.MessageID, AccountID: r.AccountID, Type: r.Type}
 		if _, ok := first[k]; !ok {
 			first[k] = i

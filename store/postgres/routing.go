@@ -108,8 +108,8 @@ func (s *Store) GetSeq(ctx context.Context, accountID string) (store.SeqState, e
 
 // PutSeq stores the sequence state of an account, stamping UpdatedAt.
 func (s *Store) PutSeq(ctx context.Context, st store.SeqState) error {
-	if st.AccountID == "" {
-		return wamux.Errorf(wamux.EInvalid, "sequence state needs an account_id")
+	if err := store.ValidateSeqState(st); err != nil {
+		return err
 	}
 	if s.closed.Load() {
 		return errClosed
@@ -130,13 +130,11 @@ func putSeq(ctx context.Context, q querier, st store.SeqState, now int64) error 
 
 // ApplySeq runs the updates and the sequence state in one transaction.
 func (s *Store) ApplySeq(ctx context.Context, st store.SeqState, updates []store.MessageUpdate) ([]bool, error) {
-	if st.AccountID == "" {
-		return nil, wamux.Errorf(wamux.EInvalid, "sequence state needs an account_id")
+	if err := store.ValidateSeqState(st); err != nil {
+		return nil, err
 	}
-	for _, u := range updates {
-		if u.MsgID == "" {
-			return nil, wamux.Errorf(wamux.EInvalid, "update needs a msg_id")
-		}
+	if err := store.ValidateUpdates(updates...); err != nil {
+		return nil, err
 	}
 	if s.closed.Load() {
 		return nil, errClosed

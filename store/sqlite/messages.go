@@ -179,8 +179,8 @@ func (s *Store) getMessage(ctx context.Context, col, v string) (wamux.Message, e
 // UpdateMessage applies one lifecycle transition, guarded by u.From when
 // given. An empty u.Status keeps the current status.
 func (s *Store) UpdateMessage(ctx context.Context, u store.MessageUpdate) (bool, error) {
-	if u.MsgID == "" {
-		return false, wamux.Errorf(wamux.EInvalid, "update needs a msg_id")
+	if err := store.ValidateUpdates(u); err != nil {
+		return false, err
 	}
 	var applied bool
 	err := s.writeOneStatement(ctx, func(w *writeTx) error {

@@ -21,7 +21,7 @@ func (s *Store) AppendReceiptLog(ctx context.Context, rs []wamux.Receipt) ([]int
 	if len(rs) == 0 {
 		return nil, nil
 	}
-	if err := validateReceipts(rs); err != nil {
+	if err := store.ValidateReceipts(rs); err != nil {
 		return nil, err
 	}
 	ap := s.logAcks.NewAppend(rs, ms(s.now()))

@@ -20,15 +20,6 @@ const maxReceiptRows = 2048
 // maxKeyRows bounds the VALUES list of key lookups.
 const maxKeyRows = 1024
 
-func validateReceipts(rs []wamux.Receipt) error {
-	for i := range rs {
-		if rs[i].MessageID == "" || rs[i].AccountID == "" || rs[i].Type == "" {
-			return wamux.Errorf(wamux.EInvalid, "receipt %d needs message_id, account_id and type", i)
-		}
-	}
-	return nil
-}
-
 // InsertReceipts inserts the distinct receipts of rs in multi-row
 // statements with ON CONFLICT DO NOTHING; the keys RETURNING reports are
 // the new ones.
@@ -36,7 +27,7 @@ func (s *Store) InsertReceipts(ctx context.Context, rs []wamux.Receipt) ([]bool,
 	if len(rs) == 0 {
 		return nil, nil
 	}
-	if err := validateReceipts(rs); err != nil {
+	if err := store.ValidateReceipts(rs); err != nil {
 		return nil, err
 	}
 	first := make(map[store.ReceiptKey]int, len(rs))

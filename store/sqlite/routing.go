@@ -95,8 +95,8 @@ func (s *Store) GetSeq(ctx context.Context, accountID string) (store.SeqState, e
 
 // PutSeq stores the sequence state of an account, stamping UpdatedAt.
 func (s *Store) PutSeq(ctx context.Context, st store.SeqState) error {
-	if st.AccountID == "" {
-		return wamux.Errorf(wamux.EInvalid, "sequence state needs an account_id")
+	if err := store.ValidateSeqState(st); err != nil {
+		return err
 	}
 	now := ms(s.now())
 	return s.write(ctx, func(w *writeTx) error { return putSeqTx(w, st, now) })
@@ -115,13 +115,11 @@ func putSeqTx(w *writeTx, st store.SeqState, now int64) error {
 // ApplySeq runs the updates and the sequence state as one write request,
 // which the group commit keeps atomic (its own savepoint).
 func (s *Store) ApplySeq(ctx context.Context, st store.SeqState, updates []store.MessageUpdate) ([]bool, error) {
-	if st.AccountID == "" {
-		return nil, wamux.Errorf(wamux.EInvalid, "sequence state needs an account_id")
+	if err := store.ValidateSeqState(st); err != nil {
+		return nil, err
 	}
-	for _, u := range updates {
-		if u.MsgID == "" {
-			return nil, wamux.Errorf(wamux.EInvalid, "update needs a msg_id")
-		}
+	if err := store.ValidateUpdates(updates...); err != nil {
+		return nil, err
 	}
 	applied := make([]bool, len(updates))
 	err := s.write(ctx, func(w *writeTx) error {
