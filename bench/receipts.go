@@ -46,7 +46,9 @@ type ReceiptsConfig struct {
 	Batch   int
 	Callers int
 	Seed    uint64
-	Logger  *slog.Logger
+	// WAMIDs is WAMIDsRandom (the default) or WAMIDsSequential.
+	WAMIDs string
+	Logger *slog.Logger
 }
 
 func (c *ReceiptsConfig) setDefaults() error {
@@ -71,7 +73,9 @@ func (c *ReceiptsConfig) setDefaults() error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	return nil
+	var err error
+	c.WAMIDs, err = checkWAMIDs(c.WAMIDs)
+	return err
 }
 
 // ReceiptsReport is what the benchmark measured.
@@ -84,6 +88,7 @@ type ReceiptsReport struct {
 	ReorderRate float64 `json:"reorder_rate"`
 	Batch       int     `json:"batch"`
 	Callers     int     `json:"callers"`
+	WAMIDs      string  `json:"wamids"`
 
 	ElapsedSec     float64 `json:"elapsed_sec"`
 	ReceiptsPerSec float64 `json:"receipts_per_sec"`
@@ -119,7 +124,7 @@ func RunReceipts(ctx context.Context, cfg ReceiptsConfig) (ReceiptsReport, error
 		return ReceiptsReport{}, err
 	}
 	rep := ReceiptsReport{Store: storeKind(cfg.Store), Receipts: len(w.stream), Distinct: len(w.uniq), Messages: w.messages,
-		DupRate: cfg.Dup, ReorderRate: cfg.Reorder, Batch: cfg.Batch, Callers: cfg.Callers}
+		DupRate: cfg.Dup, ReorderRate: cfg.Reorder, Batch: cfg.Batch, Callers: cfg.Callers, WAMIDs: cfg.WAMIDs}
 
 	st, closeStore, err := openBenchStore(ctx, cfg.Store)
 	if err != nil {
@@ -205,10 +210,11 @@ func generateReceipts(cfg ReceiptsConfig) (workload, error) {
 	}
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	plans := make([][]wamux.Receipt, m)
+	ids := wamids(cfg.WAMIDs, m, cfg.Seed)
 	total := 0
 	for i := range plans {
 		acc := fmt.Sprintf("acc%02d", i%cfg.Accounts)
-		wamid := fmt.Sprintf("wamid.HBgL%010d", i)
+		wamid := ids[i]
 		at := func(k int) time.Time { return t0.Add(time.Duration(i)*time.Millisecond + time.Duration(k)*time.Minute) }
 		r := func(t wamux.ReceiptType, k int) wamux.Receipt {
 			return wamux.Receipt{MessageID: wamid, AccountID: acc, Type: t, EventTime: at(k), CallbackData: fmt.Sprintf("msg-%d", i)}

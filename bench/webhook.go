@@ -31,6 +31,8 @@ type WebhookConfig struct {
 	Concurrency int
 	// Store is "sqlite" or a PostgreSQL URL, as for RunReceipts.
 	Store string
+	// WAMIDs is WAMIDsRandom (the default) or WAMIDsSequential.
+	WAMIDs string
 }
 
 // WebhookReport compares the real webhook handler with a bare one.
@@ -39,6 +41,7 @@ type WebhookReport struct {
 	Posts           int     `json:"posts"`
 	StatusesPerPost int     `json:"statuses_per_post"`
 	Concurrency     int     `json:"concurrency"`
+	WAMIDs          string  `json:"wamids"`
 	PostsPerSec     float64 `json:"posts_per_sec"`
 	BarePostsPerSec float64 `json:"bare_posts_per_sec"`
 	Ratio           float64 `json:"ratio_to_bare"`
@@ -77,7 +80,12 @@ func RunWebhook(ctx context.Context, cfg WebhookConfig) (WebhookReport, error) {
 	if cfg.Store == "" {
 		cfg.Store = "sqlite"
 	}
-	rep := WebhookReport{Store: storeKind(cfg.Store), Posts: cfg.Posts, StatusesPerPost: cfg.Statuses, Concurrency: cfg.Concurrency}
+	var err error
+	if cfg.WAMIDs, err = checkWAMIDs(cfg.WAMIDs); err != nil {
+		return WebhookReport{}, err
+	}
+	rep := WebhookReport{Store: storeKind(cfg.Store), Posts: cfg.Posts, StatusesPerPost: cfg.Statuses, Concurrency: cfg.Concurrency,
+		WAMIDs: cfg.WAMIDs}
 	const phone = "106540352242922"
 	// The last warm bodies are distinct notifications for the warm-up, so
 	// that none of the measured ones is a repeat the handler skips.
@@ -85,12 +93,13 @@ func RunWebhook(ctx context.Context, cfg WebhookConfig) (WebhookReport, error) {
 	bodies := make([][]byte, cfg.Posts+warmN)
 	sigs := make([]string, cfg.Posts+warmN)
 	ts := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Unix()
+	ids := wamids(cfg.WAMIDs, len(bodies)*cfg.Statuses, 1)
 	for i := range bodies {
 		var sts []string
 		for j := range cfg.Statuses {
-			sts = append(sts, fmt.Sprintf(`{"id":"wamid.HBgL%08d%04d","status":"delivered","timestamp":"%d","recipient_id":"16505551234",`+
+			sts = append(sts, fmt.Sprintf(`{"id":"%s","status":"delivered","timestamp":"%d","recipient_id":"16505551234",`+
 				`"biz_opaque_callback_data":"msg-%d-%d","pricing":{"billable":true,"pricing_model":"PMP","type":"regular","category":"utility"}}`,
-				i, j, ts+int64(i), i, j))
+				ids[i*cfg.Statuses+j], ts+int64(i), i, j))
 		}
 		bodies[i] = []byte(`{"object":"whatsapp_business_account","entry":[{"id":"102290129340398","changes":[{"value":{"messaging_product":"whatsapp",` +
 			`"metadata":{"display_phone_number":"15550783881","phone_number_id":"` + phone + `"},"statuses":[` + strings.Join(sts, ",") +

@@ -23,6 +23,7 @@ func runBenchReceipts(ctx context.Context, args []string, stdout, stderr io.Writ
 	batch := fs.Int("batch", 100, "receipts per Ingest call")
 	callers := fs.Int("callers", 32, "concurrent Ingest callers")
 	seed := fs.Uint64("seed", 1, "seed of the generated stream")
+	ids := fs.String("wamids", bench.WAMIDsRandom, `provider message ids: "random" (shaped like the Cloud API's, sorting in no useful order, as real ones) or "sequential" (sorting in sending order, which flatters index inserts; runs before 2026-11-30)`)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: wamux bench receipts [flags]")
@@ -38,7 +39,7 @@ func runBenchReceipts(ctx context.Context, args []string, stdout, stderr io.Writ
 		return 2
 	}
 	rep, err := bench.RunReceipts(ctx, bench.ReceiptsConfig{Receipts: *n, Messages: *m, Dup: *dup, Reorder: *reorder,
-		Store: *storeSpec, Batch: *batch, Callers: *callers, Seed: *seed})
+		Store: *storeSpec, Batch: *batch, Callers: *callers, Seed: *seed, WAMIDs: *ids})
 	if err != nil {
 		fmt.Fprintf(stderr, "wamux bench receipts: %v\n", err)
 		return 1
@@ -48,8 +49,8 @@ func runBenchReceipts(ctx context.Context, args []string, stdout, stderr io.Writ
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(rep)
 	} else {
-		fmt.Fprintf(stdout, "%s: %d receipts (%d distinct) over %d messages, dup %.0f%%, reorder %.0f%%\n",
-			rep.Store, rep.Receipts, rep.Distinct, rep.Messages, 100*rep.DupRate, 100*rep.ReorderRate)
+		fmt.Fprintf(stdout, "%s: %d receipts (%d distinct) over %d messages (%s wamids), dup %.0f%%, reorder %.0f%%\n",
+			rep.Store, rep.Receipts, rep.Distinct, rep.Messages, rep.WAMIDs, 100*rep.DupRate, 100*rep.ReorderRate)
 		fmt.Fprintf(stdout, "pipeline  %.0f receipts/s (%.1fs), p50 %.0f ms, p99 %.0f ms\n", rep.ReceiptsPerSec, rep.ElapsedSec, rep.LatencyP50Ms, rep.LatencyP99Ms)
 		fmt.Fprintf(stdout, "baseline  %.0f rows/s raw inserts (%.1fs); ratio %.2f\n", rep.BaselineRowsPerSec, rep.BaselineElapsedSec, rep.Ratio)
 		fmt.Fprintf(stdout, "lost %d, double applied %d, final state mismatches %d\n", rep.Lost, rep.DoubleApplied, rep.FinalStateMismatches)
@@ -72,6 +73,7 @@ func runBenchWebhook(ctx context.Context, args []string, stdout, stderr io.Write
 	statuses := fs.Int("statuses", 1, "statuses per POST")
 	concurrency := fs.Int("concurrency", 32, "POSTs in flight")
 	storeSpec := fs.String("store", "sqlite", `"sqlite" or a PostgreSQL URL`)
+	ids := fs.String("wamids", bench.WAMIDsRandom, `provider message ids: "random" (like real ones) or "sequential" (runs before 2026-11-30)`)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: wamux bench webhook [flags]")
@@ -85,7 +87,8 @@ func runBenchWebhook(ctx context.Context, args []string, stdout, stderr io.Write
 		}
 		return 2
 	}
-	rep, err := bench.RunWebhook(ctx, bench.WebhookConfig{Posts: *posts, Statuses: *statuses, Concurrency: *concurrency, Store: *storeSpec})
+	rep, err := bench.RunWebhook(ctx, bench.WebhookConfig{Posts: *posts, Statuses: *statuses, Concurrency: *concurrency, Store: *storeSpec,
+		WAMIDs: *ids})
 	if err != nil {
 		fmt.Fprintf(stderr, "wamux bench webhook: %v\n", err)
 		return 1
@@ -96,7 +99,8 @@ func runBenchWebhook(ctx context.Context, args []string, stdout, stderr io.Write
 		_ = enc.Encode(rep)
 		return 0
 	}
-	fmt.Fprintf(stdout, "%s: %d POSTs × %d statuses, %d in flight\n", rep.Store, rep.Posts, rep.StatusesPerPost, rep.Concurrency)
+	fmt.Fprintf(stdout, "%s: %d POSTs × %d statuses (%s wamids), %d in flight\n", rep.Store, rep.Posts, rep.StatusesPerPost, rep.WAMIDs,
+		rep.Concurrency)
 	fmt.Fprintf(stdout, "real handler %.0f POSTs/s (p50 %.1f ms, p99 %.1f ms), %.0f µs CPU per POST\n", rep.PostsPerSec, rep.P50Ms, rep.P99Ms,
 		rep.CPUMicrosPerPost)
 	fmt.Fprintf(stdout, "bare handler %.0f POSTs/s (p50 %.1f ms, p99 %.1f ms), %.0f µs CPU per POST\n", rep.BarePostsPerSec, rep.BareP50Ms,
