@@ -230,7 +230,7 @@ func (g *gateway) storedKeys(t *testing.T) map[store.ReceiptKey]int {
 		t.Fatalf("open db: %v", err)
 	}
 	defer db.Close()
-	rows, err := db.Query("SELECT message_id, account_id, receipt_type FROM receipts")
+	rows, err := db.Query("SELECT message_id, account_id, entry FROM message_receipts WHERE entry <> ''")
 	if err != nil {
 		t.Fatalf("query receipts: %v", err)
 	}

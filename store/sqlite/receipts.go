@@ -11,6 +11,11 @@ import (
 const receiptCols = `message_id, account_id, receipt_type, event_time, callback_data, recipient,
 	error_code, error_title, source, received_at`
 
+// storedReceiptCols are the same columns in message_receipts (migration
+// 0080), where a receipt's type is its entry and received_at its stamp.
+const storedReceiptCols = `message_id, account_id, entry, event_time, callback_data, recipient,
+	error_code, error_title, source, stamp`
+
 const receiptColCount = 10
 
 // maxReceiptRows: 2048 rows × 10 columns stays under SQLite's 32766 bound
@@ -71,7 +76,7 @@ func (s *Store) HasReceipts(ctx context.Context, keys []store.ReceiptKey) ([]boo
 			args = append(args, start+j, k.MessageID, k.AccountID, string(k.Type))
 		}
 		q := multiInsert("WITH k(i, m, a, t) AS (VALUES ", 4, n,
-			") SELECT k.i FROM k JOIN receipts r ON r.message_id = k.m AND r.account_id = k.a AND r.receipt_type = k.t")
+			") SELECT k.i FROM k JOIN message_receipts r ON r.account_id = k.a AND r.message_id = k.m AND r.entry = k.t AND r.entry <> ''")
 		rows, err := s.rquery(ctx, q, args...)
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: has receipts: %w", wrapErr(err))
@@ -106,8 +111,8 @@ func scanReceipt(sc scanner, r *wamux.Receipt) error {
 
 // ListReceipts returns the receipts of one provider message by event time.
 func (s *Store) ListReceipts(ctx context.Context, accountID, messageID string) ([]wamux.Receipt, error) {
-	rows, err := s.rquery(ctx, `SELECT `+receiptCols+` FROM receipts
-		WHERE message_id = ? AND account_id = ? ORDER BY event_time, receipt_type`, messageID, accountID)
+	rows, err := s.rquery(ctx, `SELECT `+storedReceiptCols+` FROM message_receipts
+		WHERE account_id = ? AND message_id = ? AND entry <> '' ORDER BY event_time, entry`, accountID, messageID)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list receipts: %w", wrapErr(err))
 	}

@@ -110,7 +110,7 @@ func insertReceiptChunk(w *writeTx, rs []wamux.Receipt, chunk []int, first map[s
 			}
 		}
 	}
-	const prefix = "INSERT INTO receipts (" + receiptCols + ") VALUES "
+	const prefix = "INSERT INTO message_receipts (" + storedReceiptCols + ") VALUES "
 	// One row is new or not: it needs no savepoint to be undone.
 	mixable := len(chunk) > 1
 	if mixable {
@@ -145,7 +145,7 @@ func insertReceiptChunk(w *writeTx, rs []wamux.Receipt, chunk []int, first map[s
 		return fmt.Errorf("sqlite: insert receipts: %w", wrapErr(err))
 	}
 	res2, err := w.query(sharedInsert(prefix, receiptColCount, shared, rows,
-		" ON CONFLICT DO NOTHING RETURNING message_id, account_id, receipt_type"), args...)
+		" ON CONFLICT DO NOTHING RETURNING message_id, account_id, entry"), args...)
 	if err != nil {
 		return fmt.Errorf("sqlite: insert receipts: %w", wrapErr(err))
 	}

@@ -8,7 +8,9 @@ import (
 	"github.com/wamux/wamux/store"
 )
 
-const stateColCount = 6
+// stateColCount: a state row of message_receipts binds its entry ('')
+// too, so that multiInsert's uniform rows serve.
+const stateColCount = 7
 
 const maxStateRows = 1024
 
@@ -27,12 +29,12 @@ func (s *Store) GetStates(ctx context.Context, keys []store.StateKey) (map[store
 		}
 		// The dispatcher asks for one key after every accepted send; a
 		// plain key lookup skips the VALUES table and the join.
-		q := `SELECT account_id, message_id, type, event_time, error_code, updated_at
-			FROM message_states WHERE account_id = ? AND message_id = ?`
+		q := `SELECT account_id, message_id, type, event_time, error_code, stamp
+			FROM message_receipts WHERE account_id = ? AND message_id = ? AND entry = ''`
 		if n > 1 {
 			q = multiInsert("WITH k(a, m) AS (VALUES ", 2, n,
-				`) SELECT s.account_id, s.message_id, s.type, s.event_time, s.error_code, s.updated_at
-				FROM k JOIN message_states s ON s.account_id = k.a AND s.message_id = k.m`)
+				`) SELECT s.account_id, s.message_id, s.type, s.event_time, s.error_code, s.stamp
+				FROM k JOIN message_receipts s ON s.account_id = k.a AND s.message_id = k.m AND s.entry = ''`)
 		}
 		rows, err := s.rquery(ctx, q, args...)
 		if err != nil {
@@ -82,12 +84,12 @@ func (s *Store) PutStates(ctx context.Context, states []store.MessageState) erro
 				if updated == 0 {
 					updated = now
 				}
-				args = append(args, st.AccountID, st.MessageID, string(st.Type), ms(st.EventTime), st.ErrorCode, updated)
+				args = append(args, st.AccountID, st.MessageID, "", string(st.Type), ms(st.EventTime), st.ErrorCode, updated)
 			}
-			q := multiInsert(`INSERT INTO message_states (account_id, message_id, type, event_time, error_code, updated_at)
-				VALUES `, stateColCount, rows, ` ON CONFLICT (account_id, message_id) DO UPDATE SET
+			q := multiInsert(`INSERT INTO message_receipts (account_id, message_id, entry, type, event_time, error_code, stamp)
+				VALUES `, stateColCount, rows, ` ON CONFLICT (account_id, message_id, entry) DO UPDATE SET
 				type = excluded.type, event_time = excluded.event_time,
-				error_code = excluded.error_code, updated_at = excluded.updated_at`)
+				error_code = excluded.error_code, stamp = excluded.stamp`)
 			if _, err := w.exec(q, args...); err != nil {
 				return fmt.Errorf("sqlite: put states: %w", wrapErr(err))
 			}
