@@ -8,7 +8,7 @@ import (
 	"github.com/wamux/wamux/store"
 )
 
-// stateColCount: a state row of message_receipts binds its entry ('')
+// stateColCount: a state row of message_receipts binds its entry (”)
 // too, so that multiInsert's uniform rows serve.
 const stateColCount = 7
 
