@@ -8,8 +8,8 @@ import (
 	"github.com/wamux/wamux/store"
 )
 
-// stateColCount: a state row of message_receipts binds its entry (”)
-// too, so that multiInsert's uniform rows serve.
+// stateColCount: a state row of message_receipts binds its entry, the
+// empty string, too, so that multiInsert's uniform rows serve.
 const stateColCount = 7
 
 const maxStateRows = 1024
