@@ -230,7 +230,7 @@ func (g *gateway) storedKeys(t *testing.T) map[store.ReceiptKey]int {
 		t.Fatalf("open db: %v", err)
 	}
 	defer db.Close()
-	rows, err := db.Query("SELECT message_id, account_id, entry FROM message_receipts WHERE entry <> ''")
+	rows, err := db.Query("SELECT mk.message_id, mk.account_id, r.entry FROM message_receipts r JOIN message_keys mk ON mk.seq = r.seq WHERE r.entry <> ''")
 	if err != nil {
 		t.Fatalf("query receipts: %v", err)
 	}

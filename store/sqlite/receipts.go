@@ -11,10 +11,17 @@ import (
 const receiptCols = `message_id, account_id, receipt_type, event_time, callback_data, recipient,
 	error_code, error_title, source, received_at`
 
-// storedReceiptCols are the same columns in message_receipts (migration
-// 0080), where a receipt's type is its entry and received_at its stamp.
-const storedReceiptCols = `message_id, account_id, entry, event_time, callback_data, recipient,
+// storedReceiptCols are the columns of a receipt row in message_receipts,
+// where the message's number (message_keys, migration 0090) stands for its
+// provider id and account, its type is its entry and received_at its
+// stamp.
+const storedReceiptCols = `seq, entry, event_time, callback_data, recipient,
 	error_code, error_title, source, stamp`
+
+// listedReceiptCols reads a receipt row back, joined to message_keys as mk
+// and message_receipts as r, in receiptCols order for scanReceipt.
+const listedReceiptCols = `mk.message_id, mk.account_id, r.entry, r.event_time, r.callback_data, r.recipient,
+	r.error_code, r.error_title, r.source, r.stamp`
 
 const receiptColCount = 10
 
@@ -35,21 +42,27 @@ func (s *Store) InsertReceipts(ctx context.Context, rs []wamux.Receipt) ([]bool,
 	if err := store.ValidateReceipts(rs); err != nil {
 		return nil, err
 	}
-	first := make(map[store.ReceiptKey]int, len(rs))
+	first := make(map[store.ReceiptKey]struct{}, len(rs))
 	uniq := make([]int, 0, len(rs))
+	keys := make([]store.StateKey, 0, len(rs))
 	for i := range rs {
 		k := store.ReceiptKey{MessageID: rs[i].MessageID, AccountID: rs[i].AccountID, Type: rs[i].Type}
 		if _, ok := first[k]; !ok {
-			first[k] = i
+			first[k] = struct{}{}
 			uniq = append(uniq, i)
+			keys = append(keys, store.StateKey{AccountID: rs[i].AccountID, MessageID: rs[i].MessageID})
 		}
 	}
 	out := make([]bool, len(rs))
 	now := ms(s.now())
 	err := s.write(ctx, func(w *writeTx) error {
+		seqs, err := w.messageSeqs(keys)
+		if err != nil {
+			return err
+		}
 		for start := 0; start < len(uniq); start += maxReceiptRows {
-			chunk := uniq[start:min(start+maxReceiptRows, len(uniq))]
-			if err := insertReceiptChunk(w, rs, chunk, first, out, now); err != nil {
+			end := min(start+maxReceiptRows, len(uniq))
+			if err := insertReceiptChunk(w, rs, uniq[start:end], seqs[start:end], out, now); err != nil {
 				return err
 			}
 		}
@@ -76,7 +89,8 @@ func (s *Store) HasReceipts(ctx context.Context, keys []store.ReceiptKey) ([]boo
 			args = append(args, start+j, k.MessageID, k.AccountID, string(k.Type))
 		}
 		q := multiInsert("WITH k(i, m, a, t) AS (VALUES ", 4, n,
-			") SELECT k.i FROM k JOIN message_receipts r ON r.account_id = k.a AND r.message_id = k.m AND r.entry = k.t AND r.entry <> ''")
+			") SELECT k.i FROM k JOIN message_keys mk ON mk.account_id = k.a AND mk.message_id = k.m "+
+				"JOIN message_receipts r ON r.seq = mk.seq AND r.entry = k.t AND r.entry <> ''")
 		rows, err := s.rquery(ctx, q, args...)
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: has receipts: %w", wrapErr(err))
@@ -111,8 +125,9 @@ func scanReceipt(sc scanner, r *wamux.Receipt) error {
 
 // ListReceipts returns the receipts of one provider message by event time.
 func (s *Store) ListReceipts(ctx context.Context, accountID, messageID string) ([]wamux.Receipt, error) {
-	rows, err := s.rquery(ctx, `SELECT `+storedReceiptCols+` FROM message_receipts
-		WHERE account_id = ? AND message_id = ? AND entry <> '' ORDER BY event_time, entry`, accountID, messageID)
+	rows, err := s.rquery(ctx, `SELECT `+listedReceiptCols+` FROM message_keys mk
+		JOIN message_receipts r ON r.seq = mk.seq AND r.entry <> ''
+		WHERE mk.account_id = ? AND mk.message_id = ? ORDER BY r.event_time, r.entry`, accountID, messageID)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list receipts: %w", wrapErr(err))
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/wamux/wamux"
-	"github.com/wamux/wamux/store"
 )
 
 // receiptCol returns column c (in receiptCols order) of r.
@@ -80,33 +79,53 @@ func receiptSharedMask(rs []wamux.Receipt, chunk []int, now int64) uint32 {
 	return mask
 }
 
-// insertReceiptChunk inserts the receipts rs[chunk] (distinct keys) and
-// marks the new ones in out, at the index first maps their key to.
+// storedCols is the number of columns insertReceiptChunk binds per row:
+// storedReceiptCols, where seq stands for the message's provider id and
+// account.
+const storedCols = receiptColCount - 1
+
+// storedCol returns column c (in storedReceiptCols order) of r filed under
+// seq.
+func storedCol(r *wamux.Receipt, seq int64, c int, now int64) any {
+	if c == 0 {
+		return seq
+	}
+	return receiptCol(r, c+1, now)
+}
+
+type seqEntry struct {
+	seq   int64
+	entry wamux.ReceiptType
+}
+
+// insertReceiptChunk inserts the receipts rs[chunk] (distinct keys), of
+// the messages numbered seqs, and marks the new ones in out.
 //
 // Most receipts that reach the store are new (the LRU and Bloom layers
 // drop most repeats), so the chunk is first inserted without RETURNING
 // under a savepoint: when the change count says all rows or none were new,
 // that is the answer. Only a mixed chunk is rolled back and inserted again
 // with RETURNING to learn which rows were new.
-func insertReceiptChunk(w *writeTx, rs []wamux.Receipt, chunk []int, first map[store.ReceiptKey]int,
-	out []bool, now int64) error {
+func insertReceiptChunk(w *writeTx, rs []wamux.Receipt, chunk []int, seqs []int64, out []bool, now int64) error {
 	rows := padRows(len(chunk))
-	args := w.argBuf(rows * receiptColCount)
+	args := w.argBuf(rows * storedCols)
 	defer func() { w.keepArgs(args) }()
-	shared := receiptSharedMask(rs, chunk, now)
-	last := &rs[chunk[len(chunk)-1]]
-	for c := 0; c < receiptColCount; c++ {
+	// receiptSharedMask's bits follow receiptCols; storedReceiptCols drops
+	// message_id and account_id for seq, which is never shared.
+	shared := (receiptSharedMask(rs, chunk, now) >> 1) &^ 1
+	lastJ := len(chunk) - 1
+	for c := 0; c < storedCols; c++ {
 		if shared&(1<<c) != 0 {
-			args = append(args, receiptCol(last, c, now))
+			args = append(args, storedCol(&rs[chunk[lastJ]], seqs[lastJ], c, now))
 		}
 	}
 	for i := 0; i < rows; i++ {
 		// Padding repeats the last receipt; the copies conflict with it and
 		// are ignored, so few distinct statement sizes get prepared.
-		r := &rs[chunk[min(i, len(chunk)-1)]]
-		for c := 0; c < receiptColCount; c++ {
+		j := min(i, lastJ)
+		for c := 0; c < storedCols; c++ {
 			if shared&(1<<c) == 0 {
-				args = append(args, receiptCol(r, c, now))
+				args = append(args, storedCol(&rs[chunk[j]], seqs[j], c, now))
 			}
 		}
 	}
@@ -118,7 +137,7 @@ func insertReceiptChunk(w *writeTx, rs []wamux.Receipt, chunk []int, first map[s
 			return fmt.Errorf("sqlite: insert receipts: %w", wrapErr(err))
 		}
 	}
-	res, err := w.exec(sharedInsert(prefix, receiptColCount, shared, rows, " ON CONFLICT DO NOTHING"), args...)
+	res, err := w.exec(sharedInsert(prefix, storedCols, shared, rows, " ON CONFLICT DO NOTHING"), args...)
 	if err != nil {
 		return fmt.Errorf("sqlite: insert receipts: %w", wrapErr(err))
 	}
@@ -144,18 +163,22 @@ func insertReceiptChunk(w *writeTx, rs []wamux.Receipt, chunk []int, first map[s
 	if _, err := w.exec("RELEASE receipts"); err != nil {
 		return fmt.Errorf("sqlite: insert receipts: %w", wrapErr(err))
 	}
-	res2, err := w.query(sharedInsert(prefix, receiptColCount, shared, rows,
-		" ON CONFLICT DO NOTHING RETURNING message_id, account_id, entry"), args...)
+	at := make(map[seqEntry]int, len(chunk))
+	for j, i := range chunk {
+		at[seqEntry{seqs[j], rs[i].Type}] = i
+	}
+	res2, err := w.query(sharedInsert(prefix, storedCols, shared, rows,
+		" ON CONFLICT DO NOTHING RETURNING seq, entry"), args...)
 	if err != nil {
 		return fmt.Errorf("sqlite: insert receipts: %w", wrapErr(err))
 	}
 	defer res2.Close()
-	var k store.ReceiptKey
+	var k seqEntry
 	for res2.Next() {
-		if err := res2.Scan(&k.MessageID, &k.AccountID, &k.Type); err != nil {
+		if err := res2.Scan(&k.seq, &k.entry); err != nil {
 			return fmt.Errorf("sqlite: insert receipts: %w", err)
 		}
-		out[first[k]] = true
+		out[at[k]] = true
 	}
 	if err := res2.Close(); err != nil {
 		return fmt.Errorf("sqlite: insert receipts: %w", wrapErr(err))

@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"database/sql"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -70,8 +71,9 @@ func TestLog(t *testing.T) {
 }
 
 // Migration 0080 moves receipts and merged states from their two tables
-// into message_receipts; a data dir written before it must read the same
-// afterwards, and a receipt stored before must still count as stored.
+// into message_receipts, and 0090 files that table's rows under message
+// numbers; a data dir written before both must read the same afterwards,
+// and a receipt stored before must still count as stored.
 func TestMigrateMessageReceipts(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "wamux.db")
 	s, err := sqlite.Open(t.Context(), path, sqlite.Options{})
@@ -87,7 +89,8 @@ func TestMigrateMessageReceipts(t *testing.T) {
 	}
 	for _, q := range []string{
 		`DROP TABLE message_receipts`,
-		`DELETE FROM schema_migrations WHERE version = 80`,
+		`DROP TABLE message_keys`,
+		`DELETE FROM schema_migrations WHERE version IN (80, 90)`,
 		`CREATE TABLE receipts (message_id TEXT NOT NULL, account_id TEXT NOT NULL, receipt_type TEXT NOT NULL,
 			event_time INTEGER NOT NULL, callback_data TEXT NOT NULL, recipient TEXT NOT NULL, error_code INTEGER NOT NULL,
 			error_title TEXT NOT NULL, source TEXT NOT NULL, received_at INTEGER NOT NULL,
@@ -151,5 +154,35 @@ func TestMigrateMessageReceipts(t *testing.T) {
 	}
 	if rs, err := s.ListReceipts(ctx, "acc2", "wamid.B"); err != nil || len(rs) != 2 {
 		t.Fatalf("receipts of wamid.B = %+v, %v; want delivered and read, not the state row", rs, err)
+	}
+	if _, err := s.InsertReceipts(ctx, []wamux.Receipt{{MessageID: "wamid.0", AccountID: "acc1", Type: wamux.ReceiptSent,
+		EventTime: time.UnixMilli(4000)}}); err != nil {
+		t.Fatal(err)
+	}
+	// Migration 0090 numbers the messages it finds by their first stamp;
+	// a message seen later gets the next number, whatever its id.
+	var order []string
+	db, err = sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, "SELECT message_id FROM message_keys ORDER BY seq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		order = append(order, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"wamid.A", "wamid.B", "wamid.0"}; !slices.Equal(order, want) {
+		t.Fatalf("messages by number = %v, want %v", order, want)
 	}
 }

@@ -8,9 +8,10 @@ import (
 	"github.com/wamux/wamux/store"
 )
 
-// stateColCount: a state row of message_receipts binds its entry, the
-// empty string, too, so that multiInsert's uniform rows serve.
-const stateColCount = 7
+// stateColCount: a state row of message_receipts binds its message's
+// number and its entry, the empty string, too, so that multiInsert's
+// uniform rows serve.
+const stateColCount = 6
 
 const maxStateRows = 1024
 
@@ -29,12 +30,14 @@ func (s *Store) GetStates(ctx context.Context, keys []store.StateKey) (map[store
 		}
 		// The dispatcher asks for one key after every accepted send; a
 		// plain key lookup skips the VALUES table and the join.
-		q := `SELECT account_id, message_id, type, event_time, error_code, stamp
-			FROM message_receipts WHERE account_id = ? AND message_id = ? AND entry = ''`
+		q := `SELECT mk.account_id, mk.message_id, s.type, s.event_time, s.error_code, s.stamp
+			FROM message_keys mk JOIN message_receipts s ON s.seq = mk.seq AND s.entry = ''
+			WHERE mk.account_id = ? AND mk.message_id = ?`
 		if n > 1 {
 			q = multiInsert("WITH k(a, m) AS (VALUES ", 2, n,
-				`) SELECT s.account_id, s.message_id, s.type, s.event_time, s.error_code, s.stamp
-				FROM k JOIN message_receipts s ON s.account_id = k.a AND s.message_id = k.m AND s.entry = ''`)
+				`) SELECT k.a, k.m, s.type, s.event_time, s.error_code, s.stamp
+				FROM k JOIN message_keys mk ON mk.account_id = k.a AND mk.message_id = k.m
+				JOIN message_receipts s ON s.seq = mk.seq AND s.entry = ''`)
 		}
 		rows, err := s.rquery(ctx, q, args...)
 		if err != nil {
@@ -72,22 +75,31 @@ func (s *Store) PutStates(ctx context.Context, states []store.MessageState) erro
 		}
 	}
 	now := ms(s.now())
+	keys := make([]store.StateKey, len(states))
+	for i := range states {
+		keys[i] = states[i].StateKey
+	}
 	return s.write(ctx, func(w *writeTx) error {
+		seqs, err := w.messageSeqs(keys)
+		if err != nil {
+			return err
+		}
 		args := make([]any, 0, min(padRows(len(states)), maxStateRows)*stateColCount)
 		for start := 0; start < len(states); start += maxStateRows {
 			chunk := states[start:min(start+maxStateRows, len(states))]
 			rows := padRows(len(chunk))
 			args = args[:0]
 			for i := 0; i < rows; i++ {
-				st := &chunk[min(i, len(chunk)-1)]
+				j := min(i, len(chunk)-1)
+				st := &chunk[j]
 				updated := ms(st.UpdatedAt)
 				if updated == 0 {
 					updated = now
 				}
-				args = append(args, st.AccountID, st.MessageID, "", string(st.Type), ms(st.EventTime), st.ErrorCode, updated)
+				args = append(args, seqs[start+j], "", string(st.Type), ms(st.EventTime), st.ErrorCode, updated)
 			}
-			q := multiInsert(`INSERT INTO message_receipts (account_id, message_id, entry, type, event_time, error_code, stamp)
-				VALUES `, stateColCount, rows, ` ON CONFLICT (account_id, message_id, entry) DO UPDATE SET
+			q := multiInsert(`INSERT INTO message_receipts (seq, entry, type, event_time, error_code, stamp)
+				VALUES `, stateColCount, rows, ` ON CONFLICT (seq, entry) DO UPDATE SET
 				type = excluded.type, event_time = excluded.event_time,
 				error_code = excluded.error_code, stamp = excluded.stamp`)
 			if _, err := w.exec(q, args...); err != nil {

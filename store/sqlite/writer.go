@@ -148,6 +148,7 @@ func (s *Store) commitBatch(w *writeTx, batch []*request, errs []error) []error 
 	}
 	fail := func(err error) []error {
 		_, _ = w.conn.ExecContext(context.Background(), "ROLLBACK")
+		w.seqs.txDone(false)
 		for i := range errs {
 			if errs[i] == nil {
 				errs[i] = err
@@ -170,12 +171,15 @@ func (s *Store) commitBatch(w *writeTx, batch []*request, errs []error) []error 
 			if err := runSafely(w, r.fn); err != nil {
 				errs[i] = err
 				_, _ = w.conn.ExecContext(context.Background(), "ROLLBACK")
+				w.seqs.txDone(false)
 				return errs
 			}
+			w.seqs.requestDone(true)
 			continue
 		}
 		if r.oneStatement {
 			err := runSafely(w, r.fn)
+			w.seqs.requestDone(err == nil)
 			if err == nil {
 				continue
 			}
@@ -191,7 +195,9 @@ func (s *Store) commitBatch(w *writeTx, batch []*request, errs []error) []error 
 		if _, err := w.exec("SAVEPOINT req"); err != nil {
 			return fail(fmt.Errorf("sqlite: savepoint: %w", wrapErr(err)))
 		}
-		if err := runSafely(w, r.fn); err != nil {
+		err := runSafely(w, r.fn)
+		w.seqs.requestDone(err == nil)
+		if err != nil {
 			errs[i] = err
 			if _, err := w.exec("ROLLBACK TO req"); err != nil {
 				return fail(fmt.Errorf("sqlite: rollback to savepoint: %w", wrapErr(err)))
@@ -204,6 +210,7 @@ func (s *Store) commitBatch(w *writeTx, batch []*request, errs []error) []error 
 	if _, err := w.exec("COMMIT"); err != nil {
 		return fail(fmt.Errorf("sqlite: commit: %w", wrapErr(err)))
 	}
+	w.seqs.txDone(true)
 	return errs
 }
 
@@ -228,6 +235,8 @@ type writeTx struct {
 	// args is a reusable argument buffer for multi-row statements; only
 	// the writer goroutine touches it.
 	args []any
+	// seqs caches message numbers (keys.go).
+	seqs seqs
 }
 
 // argBuf returns an empty argument buffer with room for n values.
@@ -246,7 +255,7 @@ func (w *writeTx) keepArgs(args []any) {
 }
 
 func newWriteTx(conn *sql.Conn, max int) *writeTx {
-	return &writeTx{conn: conn, stmts: map[string]*sql.Stmt{}, max: max}
+	return &writeTx{conn: conn, stmts: map[string]*sql.Stmt{}, max: max, seqs: newSeqs()}
 }
 
 func (w *writeTx) stmt(query string) (*sql.Stmt, error) {
