@@ -2,32 +2,21 @@ package sqlite
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/wamux/wamux/store"
 )
 
-// seqCacheGen is how many message numbers one generation of the writer's
-// cache holds; with the previous generation it keeps up to twice that
-// (about 15 MiB at 128,000 entries). Its job is the repeat within seconds:
-// the pipeline stores a batch's receipts and, a moment later, the same
-// messages' states, and each would otherwise look the numbers up again.
-const seqCacheGen = 64 << 10
-
-// seqs remembers message numbers for the writer. A number never changes
-// once committed (nothing deletes from message_keys; a retention job that
-// does must clear this cache), so committed entries stay true even when
-// another process writes the same file. Entries learned inside a
-// transaction are held apart until it commits: a request that fails, or a
-// commit that does, may have rolled back the key rows they name.
+// seqs is the writer's view of message numbers: the committed ones in
+// the store's shared cache (numbers.go), and apart from them the ones
+// learned inside the open transaction, which a request that fails, or a
+// commit that does, may roll back with the key rows they name.
 type seqs struct {
-	cur, prev map[store.StateKey]int64
+	committed *numbers
 	tx, req   map[store.StateKey]int64
 }
 
-func newSeqs() seqs {
-	return seqs{cur: map[store.StateKey]int64{}, prev: map[store.StateKey]int64{},
-		tx: map[store.StateKey]int64{}, req: map[store.StateKey]int64{}}
+func newSeqs(committed *numbers) seqs {
+	return seqs{committed: committed, tx: map[store.StateKey]int64{}, req: map[store.StateKey]int64{}}
 }
 
 func (c *seqs) get(k store.StateKey) (int64, bool) {
@@ -37,23 +26,7 @@ func (c *seqs) get(k store.StateKey) (int64, bool) {
 	if v, ok := c.tx[k]; ok {
 		return v, true
 	}
-	if v, ok := c.cur[k]; ok {
-		return v, true
-	}
-	if v, ok := c.prev[k]; ok {
-		c.put(k, v) // still in use: carry it into the current generation
-		return v, true
-	}
-	return 0, false
-}
-
-// put files a committed number; the ids are cloned so that the cache
-// does not keep the request body they were decoded from.
-func (c *seqs) put(k store.StateKey, v int64) {
-	if len(c.cur) >= seqCacheGen {
-		c.prev, c.cur = c.cur, make(map[store.StateKey]int64, seqCacheGen)
-	}
-	c.cur[store.StateKey{AccountID: strings.Clone(k.AccountID), MessageID: strings.Clone(k.MessageID)}] = v
+	return c.committed.get(c.committed.hash(k))
 }
 
 // requestDone keeps what a request learned for the rest of the
@@ -73,7 +46,7 @@ func (c *seqs) txDone(committed bool) {
 	c.requestDone(committed)
 	if committed {
 		for k, v := range c.tx {
-			c.put(k, v)
+			c.committed.put(c.committed.hash(k), v)
 		}
 	}
 	clear(c.tx)

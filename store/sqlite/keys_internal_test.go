@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -112,4 +113,92 @@ func TestCachedMessageNumbersMatchTheTable(t *testing.T) {
 		}
 		seen[seq] = true
 	}
+}
+
+// Readers answer by number for messages the cache knows and through
+// message_keys for the rest; both ways must give each key its own answer,
+// and what a reader learns must be the table's number.
+func TestReadsByNumberAndByProviderID(t *testing.T) {
+	s := openInternal(t)
+	ctx := t.Context()
+	types := []wamux.ReceiptType{wamux.ReceiptSent, wamux.ReceiptDelivered, wamux.ReceiptRead}
+	var rs []wamux.Receipt
+	var states []store.MessageState
+	var keys []store.StateKey
+	var asked []store.ReceiptKey
+	var want []bool
+	for i := range 1500 { // more than one chunk of maxKeyRows
+		k := store.StateKey{AccountID: "acc" + string(rune('a'+i%3)), MessageID: "wamid.R" + strconv.Itoa(i)}
+		keys = append(keys, k)
+		typ := types[i%3]
+		rs = append(rs, wamux.Receipt{MessageID: k.MessageID, AccountID: k.AccountID, Type: typ, EventTime: time.UnixMilli(int64(1000 + i))})
+		states = append(states, store.MessageState{StateKey: k, Type: typ, EventTime: time.UnixMilli(int64(1000 + i)), ErrorCode: i})
+		for _, t := range types {
+			asked = append(asked, store.ReceiptKey{MessageID: k.MessageID, AccountID: k.AccountID, Type: t})
+			want = append(want, t == typ)
+		}
+	}
+	never := store.StateKey{AccountID: "acca", MessageID: "wamid.never"}
+	keys = append(keys, never)
+	asked = append(asked, store.ReceiptKey{MessageID: never.MessageID, AccountID: never.AccountID, Type: wamux.ReceiptSent})
+	want = append(want, false)
+	if _, err := s.InsertReceipts(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutStates(ctx, states); err != nil {
+		t.Fatal(err)
+	}
+
+	check := func(how string) {
+		t.Helper()
+		got, err := s.GetStates(ctx, keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(states) {
+			t.Fatalf("%s: %d states, want %d", how, len(got), len(states))
+		}
+		for _, st := range states {
+			g := got[st.StateKey]
+			if g.Type != st.Type || !g.EventTime.Equal(st.EventTime) || g.ErrorCode != st.ErrorCode {
+				t.Fatalf("%s: state of %v = %+v, want %+v", how, st.StateKey, g, st)
+			}
+		}
+		// One key alone takes the single-row statement.
+		one, err := s.GetStates(ctx, keys[7:8])
+		if err != nil || one[keys[7]].ErrorCode != 7 || len(one) != 1 {
+			t.Fatalf("%s: state of %v alone = %+v, %v", how, keys[7], one, err)
+		}
+		has, err := s.HasReceipts(ctx, asked)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range asked {
+			if has[i] != want[i] {
+				t.Fatalf("%s: HasReceipts(%+v) = %v, want %v", how, asked[i], has[i], want[i])
+			}
+		}
+	}
+	if n := s.numbers.len(); n < len(states) {
+		t.Fatalf("the writer left %d numbers in the cache, want %d", n, len(states))
+	}
+	check("by number")
+	s.numbers.reset()
+	check("through message_keys")
+	// The reads above taught the cache again; each number must be the
+	// table's.
+	if n := s.numbers.len(); n < len(states) {
+		t.Fatalf("the readers left %d numbers in the cache, want %d", n, len(states))
+	}
+	for _, k := range keys[:len(states)] {
+		var seq int64
+		if err := s.rdb.QueryRowContext(ctx, "SELECT seq FROM message_keys WHERE account_id = ? AND message_id = ?",
+			k.AccountID, k.MessageID).Scan(&seq); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := s.numbers.get(s.numbers.hash(k)); !ok || got != seq {
+			t.Fatalf("%v: cached %d (%v), table %d", k, got, ok, seq)
+		}
+	}
+	check("by number again")
 }

@@ -53,3 +53,40 @@ func (s *Store) closeReadStmts() {
 		return true
 	})
 }
+
+// queryKeyed runs a key lookup over the keys at positions idx, in chunks
+// of at most maxKeyRows: text(rows) is the statement for a VALUES list of
+// that many rows, row appends one key's values (for position j) to args,
+// and scan reads one result row. Chunks are padded with copies of their
+// last key so that few statement texts exist; a padded key answers twice,
+// which scan must take (every caller files answers by position).
+func (s *Store) queryKeyed(ctx context.Context, idx []int, text func(rows int) string,
+	row func(args []any, j int) []any, scan func(*sql.Rows) error) error {
+	for start := 0; start < len(idx); start += maxKeyRows {
+		chunk := idx[start:min(start+maxKeyRows, len(idx))]
+		n := padRows(len(chunk))
+		var args []any
+		for i := 0; i < n; i++ {
+			args = row(args, chunk[min(i, len(chunk)-1)])
+		}
+		if err := s.scanAll(ctx, text(n), args, scan); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scanAll runs a read query and hands every row to scan.
+func (s *Store) scanAll(ctx context.Context, q string, args []any, scan func(*sql.Rows) error) error {
+	rows, err := s.rquery(ctx, q, args...)
+	if err != nil {
+		return wrapErr(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return err
+		}
+	}
+	return wrapErr(rows.Err())
+}

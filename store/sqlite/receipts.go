@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	"github.com/wamux/wamux"
@@ -75,39 +76,48 @@ func (s *Store) InsertReceipts(ctx context.Context, rs []wamux.Receipt) ([]bool,
 }
 
 // HasReceipts looks the keys up in chunks, joining a VALUES list against
-// the primary key.
+// the primary key: by number for the messages whose numbers the cache
+// holds, through message_keys for the rest.
 func (s *Store) HasReceipts(ctx context.Context, keys []store.ReceiptKey) ([]bool, error) {
 	out := make([]bool, len(keys))
-	for start := 0; start < len(keys); start += maxKeyRows {
-		chunk := keys[start:min(start+maxKeyRows, len(keys))]
-		// Padded with copies of the last key so few statement texts exist.
-		n := padRows(len(chunk))
-		args := make([]any, 0, n*4)
-		for i := 0; i < n; i++ {
-			j := min(i, len(chunk)-1)
-			k := &chunk[j]
-			args = append(args, start+j, k.MessageID, k.AccountID, string(k.Type))
+	msgs := make([]store.StateKey, len(keys))
+	for i, k := range keys {
+		msgs[i] = store.StateKey{AccountID: k.AccountID, MessageID: k.MessageID}
+	}
+	seq := make([]int64, len(keys))
+	known, unknown := s.numbers.split(msgs, seq)
+	var i int
+	var num int64
+	err := s.queryKeyed(ctx, known, func(rows int) string {
+		return multiInsert("WITH k(i, s, t) AS (VALUES ", 3, rows,
+			") SELECT k.i FROM k JOIN message_receipts r ON r.seq = k.s AND r.entry = k.t AND r.entry <> ''")
+	}, func(args []any, j int) []any {
+		return append(args, j, seq[j], string(keys[j].Type))
+	}, func(rows *sql.Rows) error {
+		if err := rows.Scan(&i); err != nil {
+			return err
 		}
-		q := multiInsert("WITH k(i, m, a, t) AS (VALUES ", 4, n,
-			") SELECT k.i FROM k JOIN message_keys mk ON mk.account_id = k.a AND mk.message_id = k.m "+
-				"JOIN message_receipts r ON r.seq = mk.seq AND r.entry = k.t AND r.entry <> ''")
-		rows, err := s.rquery(ctx, q, args...)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: has receipts: %w", wrapErr(err))
-		}
-		for rows.Next() {
-			var i int
-			if err := rows.Scan(&i); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("sqlite: has receipts: %w", err)
+		out[i] = true
+		return nil
+	})
+	if err == nil {
+		err = s.queryKeyed(ctx, unknown, func(rows int) string {
+			return multiInsert("WITH k(i, m, a, t) AS (VALUES ", 4, rows,
+				") SELECT k.i, mk.seq FROM k JOIN message_keys mk ON mk.account_id = k.a AND mk.message_id = k.m "+
+					"JOIN message_receipts r ON r.seq = mk.seq AND r.entry = k.t AND r.entry <> ''")
+		}, func(args []any, j int) []any {
+			return append(args, j, keys[j].MessageID, keys[j].AccountID, string(keys[j].Type))
+		}, func(rows *sql.Rows) error {
+			if err := rows.Scan(&i, &num); err != nil {
+				return err
 			}
+			s.numbers.put(s.numbers.hash(msgs[i]), num)
 			out[i] = true
-		}
-		if err := rows.Err(); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("sqlite: has receipts: %w", wrapErr(err))
-		}
-		rows.Close()
+			return nil
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: has receipts: %w", err)
 	}
 	return out, nil
 }

@@ -120,6 +120,9 @@ type Store struct {
 	done   chan struct{} // closed when the writer has drained and stopped
 	wconn  *sql.Conn
 	ckpt   *checkpointer // nil when checkpoints are left to the writer
+	// numbers caches committed message numbers for the writer and the
+	// readers (numbers.go).
+	numbers *numbers
 	// logAcks: acknowledgements of receipt log entries (receiptlog.go).
 	logAcks *receiptlog.Acks
 }
@@ -161,7 +164,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	wdb.SetMaxIdleConns(1)
 	wdb.SetConnMaxLifetime(0)
 	wdb.SetConnMaxIdleTime(0)
-	s := &Store{opts: opts, path: path, wdb: wdb, logAcks: receiptlog.NewAcks()}
+	s := &Store{opts: opts, path: path, wdb: wdb, logAcks: receiptlog.NewAcks(), numbers: newNumbers()}
 	s.wconn, err = wdb.Conn(ctx)
 	if err != nil {
 		_ = wdb.Close()
@@ -200,7 +203,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 
 	s.reqs = make(chan *request, opts.MaxBatch)
 	s.done = make(chan struct{})
-	go s.runWriter(newWriteTx(s.wconn, stmtCacheMaxDefault))
+	go s.runWriter(newWriteTx(s.wconn, stmtCacheMaxDefault, s.numbers))
 	return s, nil
 }
 

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	"github.com/wamux/wamux"
@@ -16,49 +17,64 @@ const stateColCount = 6
 const maxStateRows = 1024
 
 // GetStates returns the merged status of the given provider messages.
+// Messages whose numbers the cache holds are read by number, straight
+// from message_receipts; the rest through message_keys, and the numbers
+// found there join the cache.
 func (s *Store) GetStates(ctx context.Context, keys []store.StateKey) (map[store.StateKey]store.MessageState, error) {
 	out := make(map[store.StateKey]store.MessageState, len(keys))
-	for start := 0; start < len(keys); start += maxKeyRows {
-		chunk := keys[start:min(start+maxKeyRows, len(keys))]
-		// Padded with copies of the last key so few statement texts exist;
-		// a key found twice lands on the same map entry.
-		n := padRows(len(chunk))
-		args := make([]any, 0, n*2)
-		for i := 0; i < n; i++ {
-			k := &chunk[min(i, len(chunk)-1)]
-			args = append(args, k.AccountID, k.MessageID)
-		}
+	seq := make([]int64, len(keys))
+	known, unknown := s.numbers.split(keys, seq)
+	var st store.MessageState
+	var typ string
+	var event, updated, num int64
+	var i int
+	file := func(k store.StateKey) {
+		st.StateKey = k
+		st.Type, st.EventTime, st.UpdatedAt = wamux.ReceiptType(typ), fromMS(event), fromMS(updated)
+		out[k] = st
+	}
+	err := s.queryKeyed(ctx, known, func(rows int) string {
 		// The dispatcher asks for one key after every accepted send; a
-		// plain key lookup skips the VALUES table and the join.
-		q := `SELECT mk.account_id, mk.message_id, s.type, s.event_time, s.error_code, s.stamp
-			FROM message_keys mk JOIN message_receipts s ON s.seq = mk.seq AND s.entry = ''
-			WHERE mk.account_id = ? AND mk.message_id = ?`
-		if n > 1 {
-			q = multiInsert("WITH k(a, m) AS (VALUES ", 2, n,
-				`) SELECT k.a, k.m, s.type, s.event_time, s.error_code, s.stamp
+		// plain key lookup skips the VALUES table.
+		if rows == 1 {
+			return `SELECT ?, type, event_time, error_code, stamp FROM message_receipts WHERE seq = ? AND entry = ''`
+		}
+		return multiInsert("WITH k(i, s) AS (VALUES ", 2, rows,
+			`) SELECT k.i, r.type, r.event_time, r.error_code, r.stamp
+			FROM k JOIN message_receipts r ON r.seq = k.s AND r.entry = ''`)
+	}, func(args []any, j int) []any {
+		return append(args, j, seq[j])
+	}, func(rows *sql.Rows) error {
+		if err := rows.Scan(&i, &typ, &event, &st.ErrorCode, &updated); err != nil {
+			return err
+		}
+		file(keys[i])
+		return nil
+	})
+	if err == nil {
+		err = s.queryKeyed(ctx, unknown, func(rows int) string {
+			if rows == 1 {
+				return `SELECT ?, mk.seq, s.type, s.event_time, s.error_code, s.stamp
+				FROM message_keys mk JOIN message_receipts s ON s.seq = mk.seq AND s.entry = ''
+				WHERE mk.account_id = ? AND mk.message_id = ?`
+			}
+			return multiInsert("WITH k(i, a, m) AS (VALUES ", 3, rows,
+				`) SELECT k.i, mk.seq, s.type, s.event_time, s.error_code, s.stamp
 				FROM k JOIN message_keys mk ON mk.account_id = k.a AND mk.message_id = k.m
 				JOIN message_receipts s ON s.seq = mk.seq AND s.entry = ''`)
-		}
-		rows, err := s.rquery(ctx, q, args...)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: get states: %w", wrapErr(err))
-		}
-		for rows.Next() {
-			var st store.MessageState
-			var typ string
-			var event, updated int64
-			if err := rows.Scan(&st.AccountID, &st.MessageID, &typ, &event, &st.ErrorCode, &updated); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("sqlite: get states: %w", err)
+		}, func(args []any, j int) []any {
+			return append(args, j, keys[j].AccountID, keys[j].MessageID)
+		}, func(rows *sql.Rows) error {
+			if err := rows.Scan(&i, &num, &typ, &event, &st.ErrorCode, &updated); err != nil {
+				return err
 			}
-			st.Type, st.EventTime, st.UpdatedAt = wamux.ReceiptType(typ), fromMS(event), fromMS(updated)
-			out[st.StateKey] = st
-		}
-		if err := rows.Err(); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("sqlite: get states: %w", wrapErr(err))
-		}
-		rows.Close()
+			s.numbers.put(s.numbers.hash(keys[i]), num)
+			file(keys[i])
+			return nil
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get states: %w", err)
 	}
 	return out, nil
 }

@@ -254,8 +254,8 @@ func (w *writeTx) keepArgs(args []any) {
 	w.args = args[:0]
 }
 
-func newWriteTx(conn *sql.Conn, max int) *writeTx {
-	return &writeTx{conn: conn, stmts: map[string]*sql.Stmt{}, max: max, seqs: newSeqs()}
+func newWriteTx(conn *sql.Conn, max int, committed *numbers) *writeTx {
+	return &writeTx{conn: conn, stmts: map[string]*sql.Stmt{}, max: max, seqs: newSeqs(committed)}
 }
 
 func (w *writeTx) stmt(query string) (*sql.Stmt, error) {

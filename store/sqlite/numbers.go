@@ -1,0 +1,133 @@
+package sqlite
+
+import (
+	"hash/maphash"
+	"sync"
+
+	"github.com/wamux/wamux/store"
+)
+
+// numbersPerShard is how many message numbers one generation of one shard
+// of the number cache holds. With the previous generation and 16 shards
+// the cache keeps up to 512 Ki numbers, at about 40 bytes each (a 16-byte
+// key, an 8-byte value and the map's own overhead): some 20 MiB, enough
+// for every message a receipt flood of a few minutes touches.
+const (
+	numberShards    = 16
+	numbersPerShard = 16 << 10
+)
+
+// msgHash names a message (account id, provider id) in the number cache:
+// two 64-bit hashes under independent random seeds. Keeping 16 bytes
+// instead of both strings is what lets the cache hold half a million
+// messages in 20 MiB. Two messages share a name with a probability of
+// about n²/2¹²⁹, about 10⁻²⁷ for a million messages; the seeds are drawn
+// per process, so nobody outside can aim for a collision.
+type msgHash [2]uint64
+
+// numbers remembers committed message numbers (message_keys.seq, migration
+// 0090) for the writer and the readers alike. A number never changes once
+// committed (nothing deletes from message_keys; a retention job that does
+// must clear this cache), so an entry stays true even when another process
+// writes the same file; the cache is never the only place a number is
+// known, and a miss just costs a lookup through message_keys.
+//
+// Only committed numbers go in: the writer files what a transaction
+// learned after its COMMIT (seqs.txDone), readers what they read (readers
+// see committed data only).
+//
+// numbers is safe for concurrent use.
+type numbers struct {
+	seeds  [2]maphash.Seed
+	shards [numberShards]numberShard
+}
+
+// numberShard holds two generations: when cur is full it becomes prev and
+// a new cur starts; a number found in prev is carried into cur, so what is
+// in use survives and what is not ages out.
+type numberShard struct {
+	mu        sync.Mutex
+	cur, prev map[msgHash]int64
+}
+
+func newNumbers() *numbers {
+	n := &numbers{seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}
+	for i := range n.shards {
+		n.shards[i].cur = map[msgHash]int64{}
+	}
+	return n
+}
+
+// hash names the message k.
+func (n *numbers) hash(k store.StateKey) msgHash {
+	return msgHash{maphash.Comparable(n.seeds[0], k), maphash.Comparable(n.seeds[1], k)}
+}
+
+func (n *numbers) shard(h msgHash) *numberShard { return &n.shards[h[1]%numberShards] }
+
+// get returns the number of the message named h, if the cache holds it.
+func (n *numbers) get(h msgHash) (int64, bool) {
+	sh := n.shard(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if v, ok := sh.cur[h]; ok {
+		return v, true
+	}
+	if v, ok := sh.prev[h]; ok {
+		sh.putLocked(h, v)
+		return v, true
+	}
+	return 0, false
+}
+
+// put files the committed number v of the message named h.
+func (n *numbers) put(h msgHash, v int64) {
+	sh := n.shard(h)
+	sh.mu.Lock()
+	sh.putLocked(h, v)
+	sh.mu.Unlock()
+}
+
+func (sh *numberShard) putLocked(h msgHash, v int64) {
+	if len(sh.cur) >= numbersPerShard {
+		sh.prev, sh.cur = sh.cur, make(map[msgHash]int64, numbersPerShard)
+	}
+	sh.cur[h] = v
+}
+
+// split fills seq[i] with the number of keys[i] where the cache holds it
+// and returns the positions of the keys it found and of those it did not.
+func (n *numbers) split(keys []store.StateKey, seq []int64) (known, unknown []int) {
+	for i, k := range keys {
+		if v, ok := n.get(n.hash(k)); ok {
+			seq[i] = v
+			known = append(known, i)
+		} else {
+			unknown = append(unknown, i)
+		}
+	}
+	return known, unknown
+}
+
+// reset forgets every number (a job that deletes from message_keys must
+// call it; tests use it to read through message_keys again).
+func (n *numbers) reset() {
+	for i := range n.shards {
+		sh := &n.shards[i]
+		sh.mu.Lock()
+		sh.cur, sh.prev = map[msgHash]int64{}, nil
+		sh.mu.Unlock()
+	}
+}
+
+// len is how many numbers the cache holds.
+func (n *numbers) len() int {
+	total := 0
+	for i := range n.shards {
+		sh := &n.shards[i]
+		sh.mu.Lock()
+		total += len(sh.cur) + len(sh.prev)
+		sh.mu.Unlock()
+	}
+	return total
+}
