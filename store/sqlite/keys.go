@@ -57,61 +57,73 @@ func (c *seqs) txDone(committed bool) {
 // messages that have none the next numbers. Keys may repeat; out[i] is
 // key i's number.
 //
-// Numbers come from the cache, then from one multi-row lookup; only the
-// messages still unnumbered are inserted, with RETURNING. Most receipts of
-// a message after its first find it numbered, so they cost one lookup.
+// Numbers come from the cache; the messages it does not know are
+// inserted first, with RETURNING, and only those the insert finds
+// numbered already are looked up. A message the cache does not know is
+// most often one seen for the first time, which this way costs one
+// statement instead of a lookup that finds nothing and then the insert.
 func (w *writeTx) messageSeqs(keys []store.StateKey) ([]int64, error) {
 	out := make([]int64, len(keys))
-	var miss []int
+	var fresh []store.StateKey
+	var seen map[store.StateKey]bool
 	for i, k := range keys {
 		if v, ok := w.seqs.get(k); ok {
 			out[i] = v
-		} else {
-			miss = append(miss, i)
+		} else if !seen[k] {
+			if seen == nil {
+				seen = map[store.StateKey]bool{}
+			}
+			seen[k] = true
+			fresh = append(fresh, k)
 		}
 	}
-	if len(miss) == 0 {
+	if len(fresh) == 0 {
 		return out, nil
-	}
-	for start := 0; start < len(miss); start += maxKeyRows {
-		chunk := miss[start:min(start+maxKeyRows, len(miss))]
-		rows := padRows(len(chunk))
-		args := w.argBuf(rows * 3)
-		for i := 0; i < rows; i++ {
-			// Padding repeats the last key, found or inserted once.
-			j := chunk[min(i, len(chunk)-1)]
-			args = append(args, j, keys[j].AccountID, keys[j].MessageID)
-		}
-		err := w.scanSeqs(multiInsert("WITH k(i, a, m) AS (VALUES ", 3, rows,
-			") SELECT k.i, mk.seq FROM k JOIN message_keys mk ON mk.account_id = k.a AND mk.message_id = k.m"), args, out)
-		w.keepArgs(args)
-		if err != nil {
-			return nil, err
-		}
-	}
-	var fresh []store.StateKey
-	seen := map[store.StateKey]bool{}
-	for _, i := range miss {
-		if out[i] != 0 { // rowids start at 1
-			w.seqs.req[keys[i]] = out[i]
-		} else if !seen[keys[i]] {
-			seen[keys[i]] = true
-			fresh = append(fresh, keys[i])
-		}
 	}
 	if err := w.insertMessageKeys(fresh); err != nil {
 		return nil, err
 	}
-	for _, i := range miss {
+	var old []store.StateKey
+	for _, k := range fresh {
+		if _, ok := w.seqs.req[k]; !ok {
+			old = append(old, k)
+		}
+	}
+	if err := w.lookupMessageKeys(old); err != nil {
+		return nil, err
+	}
+	for i, k := range keys {
 		if out[i] == 0 {
-			v, ok := w.seqs.req[keys[i]]
+			v, ok := w.seqs.req[k]
 			if !ok {
-				return nil, fmt.Errorf("sqlite: message keys: no number for %s/%s after inserting it", keys[i].AccountID, keys[i].MessageID)
+				return nil, fmt.Errorf("sqlite: message keys: no number for %s/%s after inserting it", k.AccountID, k.MessageID)
 			}
 			out[i] = v
 		}
 	}
 	return out, nil
+}
+
+// lookupMessageKeys files the numbers of the numbered messages keys in
+// the request's part of the cache.
+func (w *writeTx) lookupMessageKeys(keys []store.StateKey) error {
+	for start := 0; start < len(keys); start += maxKeyRows {
+		chunk := keys[start:min(start+maxKeyRows, len(keys))]
+		rows := padRows(len(chunk))
+		args := w.argBuf(rows * 2)
+		for i := 0; i < rows; i++ {
+			// Padding repeats the last key, found twice.
+			k := &chunk[min(i, len(chunk)-1)]
+			args = append(args, k.AccountID, k.MessageID)
+		}
+		err := w.scanSeqs(multiInsert("WITH k(a, m) AS (VALUES ", 2, rows,
+			") SELECT mk.account_id, mk.message_id, mk.seq FROM k JOIN message_keys mk ON mk.account_id = k.a AND mk.message_id = k.m"), args)
+		w.keepArgs(args)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // insertMessageKeys numbers the distinct new messages fresh, in their
@@ -127,7 +139,7 @@ func (w *writeTx) insertMessageKeys(fresh []store.StateKey) error {
 			k := &chunk[min(i, len(chunk)-1)]
 			args = append(args, k.AccountID, k.MessageID)
 		}
-		err := w.scanNewSeqs(multiInsert("INSERT INTO message_keys (account_id, message_id) VALUES ", 2, rows,
+		err := w.scanSeqs(multiInsert("INSERT INTO message_keys (account_id, message_id) VALUES ", 2, rows,
 			" ON CONFLICT DO NOTHING RETURNING account_id, message_id, seq"), args)
 		w.keepArgs(args)
 		if err != nil {
@@ -137,7 +149,7 @@ func (w *writeTx) insertMessageKeys(fresh []store.StateKey) error {
 	return nil
 }
 
-func (w *writeTx) scanNewSeqs(q string, args []any) error {
+func (w *writeTx) scanSeqs(q string, args []any) error {
 	rows, err := w.query(q, args...)
 	if err != nil {
 		return fmt.Errorf("sqlite: message keys: %w", wrapErr(err))
@@ -150,26 +162,6 @@ func (w *writeTx) scanNewSeqs(q string, args []any) error {
 			return fmt.Errorf("sqlite: message keys: %w", err)
 		}
 		w.seqs.req[k] = seq
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("sqlite: message keys: %w", wrapErr(err))
-	}
-	return nil
-}
-
-func (w *writeTx) scanSeqs(q string, args []any, out []int64) error {
-	rows, err := w.query(q, args...)
-	if err != nil {
-		return fmt.Errorf("sqlite: message keys: %w", wrapErr(err))
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var i int
-		var seq int64
-		if err := rows.Scan(&i, &seq); err != nil {
-			return fmt.Errorf("sqlite: message keys: %w", err)
-		}
-		out[i] = seq
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("sqlite: message keys: %w", wrapErr(err))
