@@ -107,40 +107,34 @@ func (w *writeTx) messageSeqs(keys []store.StateKey) ([]int64, error) {
 // lookupMessageKeys files the numbers of the numbered messages keys in
 // the request's part of the cache.
 func (w *writeTx) lookupMessageKeys(keys []store.StateKey) error {
+	return w.keyRows(keys, "WITH k(a, m) AS (VALUES ",
+		") SELECT mk.account_id, mk.message_id, mk.seq FROM k JOIN message_keys mk ON mk.account_id = k.a AND mk.message_id = k.m")
+}
+
+// insertMessageKeys numbers the distinct new messages fresh, in their
+// order, and files the numbers in the request's part of the cache; the
+// messages numbered already are left out of RETURNING.
+func (w *writeTx) insertMessageKeys(fresh []store.StateKey) error {
+	return w.keyRows(fresh, "INSERT INTO message_keys (account_id, message_id) VALUES ",
+		" ON CONFLICT DO NOTHING RETURNING account_id, message_id, seq")
+}
+
+// keyRows runs prefix, a VALUES list of (account, message id) rows, and
+// suffix over keys in chunks; each statement returns (account_id,
+// message_id, seq) rows, which scanSeqs files. Chunks are padded with
+// copies of their last key, so few statement texts exist: looked up, a
+// copy answers twice with the same number; inserted, it conflicts with
+// the first and is ignored.
+func (w *writeTx) keyRows(keys []store.StateKey, prefix, suffix string) error {
 	for start := 0; start < len(keys); start += maxKeyRows {
 		chunk := keys[start:min(start+maxKeyRows, len(keys))]
 		rows := padRows(len(chunk))
 		args := w.argBuf(rows * 2)
 		for i := 0; i < rows; i++ {
-			// Padding repeats the last key, found twice.
 			k := &chunk[min(i, len(chunk)-1)]
 			args = append(args, k.AccountID, k.MessageID)
 		}
-		err := w.scanSeqs(multiInsert("WITH k(a, m) AS (VALUES ", 2, rows,
-			") SELECT mk.account_id, mk.message_id, mk.seq FROM k JOIN message_keys mk ON mk.account_id = k.a AND mk.message_id = k.m"), args)
-		w.keepArgs(args)
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// insertMessageKeys numbers the distinct new messages fresh, in their
-// order, and files the numbers in the request's part of the cache.
-func (w *writeTx) insertMessageKeys(fresh []store.StateKey) error {
-	for start := 0; start < len(fresh); start += maxKeyRows {
-		chunk := fresh[start:min(start+maxKeyRows, len(fresh))]
-		rows := padRows(len(chunk))
-		args := w.argBuf(rows * 2)
-		for i := 0; i < rows; i++ {
-			// Padding repeats the last key: its copies conflict and are
-			// ignored.
-			k := &chunk[min(i, len(chunk)-1)]
-			args = append(args, k.AccountID, k.MessageID)
-		}
-		err := w.scanSeqs(multiInsert("INSERT INTO message_keys (account_id, message_id) VALUES ", 2, rows,
-			" ON CONFLICT DO NOTHING RETURNING account_id, message_id, seq"), args)
+		err := w.scanSeqs(multiInsert(prefix, 2, rows, suffix), args)
 		w.keepArgs(args)
 		if err != nil {
 			return err

@@ -93,26 +93,35 @@ func TestCachedMessageNumbersMatchTheTable(t *testing.T) {
 	for i, r := range rs {
 		keys[i] = store.StateKey{AccountID: r.AccountID, MessageID: r.MessageID}
 	}
-	var cached []int64
-	if err := s.write(ctx, func(w *writeTx) error {
-		var err error
-		cached, err = w.messageSeqs(keys)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	seen := map[int64]bool{}
-	for i, k := range keys {
-		var seq int64
-		if err := s.rdb.QueryRowContext(ctx, "SELECT seq FROM message_keys WHERE account_id = ? AND message_id = ?",
-			k.AccountID, k.MessageID).Scan(&seq); err != nil {
-			t.Fatalf("%s: %v", k.MessageID, err)
+	check := func(how string, keys []store.StateKey) {
+		t.Helper()
+		var cached []int64
+		if err := s.write(ctx, func(w *writeTx) error {
+			var err error
+			cached, err = w.messageSeqs(keys)
+			return err
+		}); err != nil {
+			t.Fatal(err)
 		}
-		if cached[i] != seq || seen[seq] {
-			t.Fatalf("%s: cached number %d, table %d (seen before: %v)", k.MessageID, cached[i], seq, seen[seq])
+		seen := map[int64]bool{}
+		for i, k := range keys {
+			var seq int64
+			if err := s.rdb.QueryRowContext(ctx, "SELECT seq FROM message_keys WHERE account_id = ? AND message_id = ?",
+				k.AccountID, k.MessageID).Scan(&seq); err != nil {
+				t.Fatalf("%s: %s: %v", how, k.MessageID, err)
+			}
+			if cached[i] != seq || seen[seq] {
+				t.Fatalf("%s: %s: number %d, table %d (seen before: %v)", how, k.MessageID, cached[i], seq, seen[seq])
+			}
+			seen[seq] = true
 		}
-		seen[seq] = true
 	}
+	check("from the cache", keys)
+	// Forgotten by the cache, the numbered messages are found by the
+	// insert to be numbered and looked up; a new one among them is
+	// numbered next.
+	s.numbers.reset()
+	check("through message_keys", append(keys[:len(keys):len(keys)], store.StateKey{AccountID: "acc1", MessageID: "wamid.new"}))
 }
 
 // Readers answer by number for messages the cache knows and through
