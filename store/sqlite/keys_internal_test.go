@@ -2,6 +2,8 @@ package sqlite
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"testing"
 	"time"
@@ -210,4 +212,71 @@ func TestReadsByNumberAndByProviderID(t *testing.T) {
 		}
 	}
 	check("by number again")
+}
+
+// BenchmarkStateReads: the pipeline's reads of a batch of 100 messages out
+// of 100,000 with random wamids, by number (the cache knows them) and
+// through message_keys (the cache cleared before each read, outside the
+// timer).
+func BenchmarkStateReads(b *testing.B) {
+	s := openInternal(b)
+	ctx := b.Context()
+	const messages, batch = 100_000, 100
+	rng := rand.New(rand.NewPCG(1, 2))
+	keys := make([]store.StateKey, messages)
+	states := make([]store.MessageState, messages)
+	rs := make([]wamux.Receipt, messages)
+	for i := range keys {
+		keys[i] = store.StateKey{AccountID: "acc" + strconv.Itoa(i%10), MessageID: fmt.Sprintf("wamid.HBgL%016x%016x", rng.Uint64(), rng.Uint64())}
+		rs[i] = wamux.Receipt{MessageID: keys[i].MessageID, AccountID: keys[i].AccountID, Type: wamux.ReceiptDelivered, EventTime: time.UnixMilli(int64(1000 + i))}
+		states[i] = store.MessageState{StateKey: keys[i], Type: wamux.ReceiptDelivered, EventTime: rs[i].EventTime}
+	}
+	for start := 0; start < messages; start += 2000 {
+		end := min(start+2000, messages)
+		if _, err := s.InsertReceipts(ctx, rs[start:end]); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.PutStates(ctx, states[start:end]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	pick := func() ([]store.StateKey, []store.ReceiptKey) {
+		ks := make([]store.StateKey, batch)
+		rks := make([]store.ReceiptKey, batch)
+		for j := range ks {
+			ks[j] = keys[rng.IntN(messages)]
+			rks[j] = store.ReceiptKey{MessageID: ks[j].MessageID, AccountID: ks[j].AccountID, Type: wamux.ReceiptDelivered}
+		}
+		return ks, rks
+	}
+	for _, cached := range []bool{true, false} {
+		name := "by-number"
+		if !cached {
+			name = "through-message_keys"
+		}
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				ks, rks := pick()
+				if !cached {
+					b.StopTimer()
+					s.numbers.reset()
+					b.StartTimer()
+				}
+				got, err := s.GetStates(ctx, ks)
+				if err != nil || len(got) == 0 {
+					b.Fatalf("states: %d, %v", len(got), err)
+				}
+				if !cached {
+					b.StopTimer()
+					s.numbers.reset()
+					b.StartTimer()
+				}
+				has, err := s.HasReceipts(ctx, rks)
+				if err != nil || !has[0] {
+					b.Fatalf("has receipts: %v, %v", has, err)
+				}
+			}
+			b.ReportMetric(float64(2*batch*b.N)/b.Elapsed().Seconds(), "keys/s")
+		})
+	}
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/wamux/wamux"
 )
 
-func openInternal(t *testing.T) *Store {
+func openInternal(t testing.TB) *Store {
 	t.Helper()
 	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "w.db"), Options{})
 	if err != nil {
