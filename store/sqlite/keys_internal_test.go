@@ -280,3 +280,15 @@ func BenchmarkStateReads(b *testing.B) {
 		})
 	}
 }
+
+// len is how many numbers the cache holds (for tests).
+func (n *numbers) len() int {
+	total := 0
+	for i := range n.shards {
+		sh := &n.shards[i]
+		sh.mu.Lock()
+		total += len(sh.cur) + len(sh.prev)
+		sh.mu.Unlock()
+	}
+	return total
+}

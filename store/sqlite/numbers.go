@@ -21,9 +21,10 @@ const (
 // msgHash names a message (account id, provider id) in the number cache:
 // two 64-bit hashes under independent random seeds. Keeping 16 bytes
 // instead of both strings is what lets the cache hold half a million
-// messages in under 30 MiB (the string keys took about 120 bytes each). Two messages share a name with a probability of
-// about n²/2¹²⁹, about 10⁻²⁷ for a million messages; the seeds are drawn
-// per process, so nobody outside can aim for a collision.
+// messages in under 30 MiB (the string keys took about 120 bytes each).
+// Two messages share a name with a probability of about n²/2¹²⁹, about
+// 10⁻²⁷ for a million messages; the seeds are drawn per process, so
+// nobody outside can aim for a collision.
 type msgHash [2]uint64
 
 // numbers remembers committed message numbers (message_keys.seq, migration
@@ -119,16 +120,4 @@ func (n *numbers) reset() {
 		sh.cur, sh.prev = map[msgHash]int64{}, nil
 		sh.mu.Unlock()
 	}
-}
-
-// len is how many numbers the cache holds.
-func (n *numbers) len() int {
-	total := 0
-	for i := range n.shards {
-		sh := &n.shards[i]
-		sh.mu.Lock()
-		total += len(sh.cur) + len(sh.prev)
-		sh.mu.Unlock()
-	}
-	return total
 }
