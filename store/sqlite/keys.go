@@ -7,16 +7,18 @@ import (
 )
 
 // seqs is the writer's view of message numbers: the committed ones in
-// the store's shared cache (numbers.go), and apart from them the ones
-// learned inside the open transaction, which a request that fails, or a
-// commit that does, may roll back with the key rows they name.
+// the store's shared cache (numbers.go) and in the ledger's tail
+// (keyindex.go), and apart from them the ones learned inside the open
+// transaction, which a request that fails, or a commit that does, may
+// roll back with the ledger rows they name.
 type seqs struct {
 	committed *numbers
+	tail      *keyTail
 	tx, req   map[store.StateKey]int64
 }
 
-func newSeqs(committed *numbers) seqs {
-	return seqs{committed: committed, tx: map[store.StateKey]int64{}, req: map[store.StateKey]int64{}}
+func newSeqs(committed *numbers, tail *keyTail) seqs {
+	return seqs{committed: committed, tail: tail, tx: map[store.StateKey]int64{}, req: map[store.StateKey]int64{}}
 }
 
 func (c *seqs) get(k store.StateKey) (int64, bool) {
@@ -26,7 +28,11 @@ func (c *seqs) get(k store.StateKey) (int64, bool) {
 	if v, ok := c.tx[k]; ok {
 		return v, true
 	}
-	return c.committed.get(c.committed.hash(k))
+	h := c.committed.hash(k)
+	if v, ok := c.committed.get(h); ok {
+		return v, true
+	}
+	return c.tail.get(h)
 }
 
 // requestDone keeps what a request learned for the rest of the
@@ -40,14 +46,19 @@ func (c *seqs) requestDone(ok bool) {
 	clear(c.req)
 }
 
-// txDone moves what a committed transaction learned into the cache, or
-// forgets it when the transaction was rolled back.
+// txDone moves what a committed transaction learned into the cache and
+// the tail (which keeps only the numbers the index lacks), or forgets it
+// when the transaction was rolled back.
 func (c *seqs) txDone(committed bool) {
 	c.requestDone(committed)
-	if committed {
+	if committed && len(c.tx) > 0 {
+		ks := make([]keyNumber, 0, len(c.tx))
 		for k, v := range c.tx {
-			c.committed.put(c.committed.hash(k), v)
+			h := c.committed.hash(k)
+			c.committed.put(h, v)
+			ks = append(ks, keyNumber{h, v})
 		}
+		c.tail.add(ks)
 	}
 	clear(c.tx)
 }
@@ -57,11 +68,10 @@ func (c *seqs) txDone(committed bool) {
 // messages that have none the next numbers. Keys may repeat; out[i] is
 // key i's number.
 //
-// Numbers come from the cache; the messages it does not know are
-// inserted first, with RETURNING, and only those the insert finds
-// numbered already are looked up. A message the cache does not know is
-// most often one seen for the first time, which this way costs one
-// statement instead of a lookup that finds nothing and then the insert.
+// Numbers come from the cache and the ledger's tail, which together know
+// every message numbered lately; the rest are looked up in
+// message_key_index, and those it lacks too get new numbers, appended to
+// the ledger (migration 0100).
 func (w *writeTx) messageSeqs(keys []store.StateKey) ([]int64, error) {
 	out := make([]int64, len(keys))
 	var fresh []store.StateKey
@@ -80,23 +90,23 @@ func (w *writeTx) messageSeqs(keys []store.StateKey) ([]int64, error) {
 	if len(fresh) == 0 {
 		return out, nil
 	}
-	if err := w.insertMessageKeys(fresh); err != nil {
+	if err := w.lookupMessageKeys(fresh); err != nil {
 		return nil, err
 	}
-	var old []store.StateKey
+	var unnumbered []store.StateKey
 	for _, k := range fresh {
 		if _, ok := w.seqs.req[k]; !ok {
-			old = append(old, k)
+			unnumbered = append(unnumbered, k)
 		}
 	}
-	if err := w.lookupMessageKeys(old); err != nil {
+	if err := w.appendMessageKeys(unnumbered); err != nil {
 		return nil, err
 	}
 	for i, k := range keys {
 		if out[i] == 0 {
 			v, ok := w.seqs.req[k]
 			if !ok {
-				return nil, fmt.Errorf("sqlite: message keys: no number for %s/%s after inserting it", k.AccountID, k.MessageID)
+				return nil, fmt.Errorf("sqlite: message keys: no number for %s/%s after appending it", k.AccountID, k.MessageID)
 			}
 			out[i] = v
 		}
@@ -104,35 +114,39 @@ func (w *writeTx) messageSeqs(keys []store.StateKey) ([]int64, error) {
 	return out, nil
 }
 
-// lookupMessageKeys files the numbers of the numbered messages keys in
-// the request's part of the cache.
+// lookupMessageKeys files the numbers the index holds for keys in the
+// request's part of the cache.
 func (w *writeTx) lookupMessageKeys(keys []store.StateKey) error {
-	return w.keyRows(keys, "WITH k(a, m) AS (VALUES ",
-		") SELECT mk.account_id, mk.message_id, mk.seq FROM k JOIN message_keys mk ON mk.account_id = k.a AND mk.message_id = k.m")
+	return w.keyRows(keys, false, "WITH k(a, m) AS (VALUES ",
+		") SELECT ix.account_id, ix.message_id, ix.seq FROM k JOIN message_key_index ix ON ix.account_id = k.a AND ix.message_id = k.m")
 }
 
-// insertMessageKeys numbers the distinct new messages fresh, in their
-// order, and files the numbers in the request's part of the cache; the
-// messages numbered already are left out of RETURNING.
-func (w *writeTx) insertMessageKeys(fresh []store.StateKey) error {
-	return w.keyRows(fresh, "INSERT INTO message_keys (account_id, message_id) VALUES ",
-		" ON CONFLICT DO NOTHING RETURNING account_id, message_id, seq")
+// appendMessageKeys numbers the distinct unnumbered messages keys, in
+// their order, and files the numbers in the request's part of the cache.
+// The ledger has no unique key to ignore padding copies by, so the VALUES
+// list is cut to the chunk's real rows by LIMIT.
+func (w *writeTx) appendMessageKeys(keys []store.StateKey) error {
+	return w.keyRows(keys, true, "INSERT INTO message_keys (account_id, message_id) SELECT column1, column2 FROM (VALUES ",
+		") LIMIT ? RETURNING account_id, message_id, seq")
 }
 
 // keyRows runs prefix, a VALUES list of (account, message id) rows, and
 // suffix over keys in chunks; each statement returns (account_id,
 // message_id, seq) rows, which scanSeqs files. Chunks are padded with
 // copies of their last key, so few statement texts exist: looked up, a
-// copy answers twice with the same number; inserted, it conflicts with
-// the first and is ignored.
-func (w *writeTx) keyRows(keys []store.StateKey, prefix, suffix string) error {
+// copy answers twice with the same number. With limit, the chunk's real
+// row count is bound last, for a LIMIT in suffix.
+func (w *writeTx) keyRows(keys []store.StateKey, limit bool, prefix, suffix string) error {
 	for start := 0; start < len(keys); start += maxKeyRows {
 		chunk := keys[start:min(start+maxKeyRows, len(keys))]
 		rows := padRows(len(chunk))
-		args := w.argBuf(rows * 2)
+		args := w.argBuf(rows*2 + 1)
 		for i := 0; i < rows; i++ {
 			k := &chunk[min(i, len(chunk)-1)]
 			args = append(args, k.AccountID, k.MessageID)
+		}
+		if limit {
+			args = append(args, len(chunk))
 		}
 		err := w.scanSeqs(multiInsert(prefix, 2, rows, suffix), args)
 		w.keepArgs(args)

@@ -76,8 +76,9 @@ func TestRolledBackMessageNumbersAreForgotten(t *testing.T) {
 }
 
 // The writer's cache carries numbers from the receipts' insert to the
-// states' upsert and across transactions; whatever it answers must be
-// the number in message_keys.
+// states' upsert and across transactions; whatever it answers, from the
+// cache, the ledger's tail or the index, must be the number in
+// message_keys.
 func TestCachedMessageNumbersMatchTheTable(t *testing.T) {
 	s := openInternal(t)
 	ctx := t.Context()
@@ -119,16 +120,25 @@ func TestCachedMessageNumbersMatchTheTable(t *testing.T) {
 		}
 	}
 	check("from the cache", keys)
-	// Forgotten by the cache, the numbered messages are found by the
-	// insert to be numbered and looked up; a new one among them is
-	// numbered next.
+	// Forgotten by the cache, the numbered messages are found in the
+	// ledger's tail; a new one among them is numbered next.
 	s.numbers.reset()
-	check("through message_keys", append(keys[:len(keys):len(keys)], store.StateKey{AccountID: "acc1", MessageID: "wamid.new"}))
+	check("from the ledger's tail", append(keys[:len(keys):len(keys)], store.StateKey{AccountID: "acc1", MessageID: "wamid.new"}))
+	// Filed in the index and forgotten by the cache, they are looked up
+	// there; a new one is numbered next.
+	fileKeysNow(t, s)
+	if n := s.tail.len(); n != 0 {
+		t.Fatalf("the tail holds %d numbers after a fill, want 0", n)
+	}
+	s.numbers.reset()
+	check("through message_key_index", append(keys[:len(keys):len(keys)], store.StateKey{AccountID: "acc1", MessageID: "wamid.new2"}))
+	checkLedger(t, s, len(keys)+2)
 }
 
-// Readers answer by number for messages the cache knows and through
-// message_keys for the rest; both ways must give each key its own answer,
-// and what a reader learns must be the table's number.
+// Readers answer by number for messages the cache or the ledger's tail
+// knows and through message_key_index for the rest; every way must give
+// each key its own answer, and what a reader learns must be the table's
+// number.
 func TestReadsByNumberAndByProviderID(t *testing.T) {
 	s := openInternal(t)
 	ctx := t.Context()
@@ -195,7 +205,13 @@ func TestReadsByNumberAndByProviderID(t *testing.T) {
 	}
 	check("by number")
 	s.numbers.reset()
-	check("through message_keys")
+	if n := s.tail.len(); n < len(states) {
+		t.Fatalf("the tail holds %d numbers, want %d", n, len(states))
+	}
+	check("from the ledger's tail")
+	fileKeysNow(t, s)
+	s.numbers.reset()
+	check("through message_key_index")
 	// The reads above taught the cache again; each number must be the
 	// table's.
 	if n := s.numbers.len(); n < len(states) {
@@ -278,6 +294,39 @@ func BenchmarkStateReads(b *testing.B) {
 			}
 			b.ReportMetric(float64(2*batch*b.N)/b.Elapsed().Seconds(), "keys/s")
 		})
+	}
+}
+
+// fileKeysNow makes the writer file the whole ledger tail in the index and
+// waits until it has: the fill runs after a batch, before the next one.
+func fileKeysNow(t testing.TB, s *Store) {
+	t.Helper()
+	old := s.keyFill.Swap(1)
+	defer s.keyFill.Store(old)
+	for range 2 {
+		if err := s.write(t.Context(), func(*writeTx) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// checkLedger: the ledger numbers each of want messages once, and the
+// index, once filled, maps each to the ledger's number.
+func checkLedger(t testing.TB, s *Store, want int) {
+	t.Helper()
+	var rows, distinct, indexed, agree int
+	if err := s.rdb.QueryRowContext(t.Context(), `SELECT count(*), count(DISTINCT account_id || '/' || message_id),
+		(SELECT count(*) FROM message_key_index),
+		(SELECT count(*) FROM message_keys mk JOIN message_key_index ix
+			ON ix.account_id = mk.account_id AND ix.message_id = mk.message_id AND ix.seq = mk.seq)
+		FROM message_keys`).Scan(&rows, &distinct, &indexed, &agree); err != nil {
+		t.Fatal(err)
+	}
+	if rows != want || distinct != want {
+		t.Fatalf("the ledger has %d rows for %d messages, want %d for %d", rows, distinct, want, want)
+	}
+	if tail := s.tail.len(); indexed+tail < want || agree != indexed {
+		t.Fatalf("the index holds %d numbers (%d agree with the ledger), the tail %d; want %d in all", indexed, agree, tail, want)
 	}
 }
 

@@ -27,12 +27,13 @@ const (
 // nobody outside can aim for a collision.
 type msgHash [2]uint64
 
-// numbers remembers committed message numbers (message_keys.seq, migration
-// 0090) for the writer and the readers alike. A number never changes once
-// committed (nothing deletes from message_keys; a retention job that does
-// must clear this cache), so an entry stays true even when another process
-// writes the same file; the cache is never the only place a number is
-// known, and a miss just costs a lookup through message_keys.
+// numbers remembers committed message numbers (message_keys.seq,
+// migrations 0090 and 0100) for the writer and the readers alike. A
+// number never changes once committed (nothing deletes from message_keys;
+// a retention job that does must clear this cache), so an entry stays
+// true even when another process writes the same file; the cache is never
+// the only place a number is known, and a miss just costs a look at the
+// ledger's tail (keyindex.go) and then a lookup in message_key_index.
 //
 // Only committed numbers go in: the writer files what a transaction
 // learned after its COMMIT (seqs.txDone), readers what they read (readers
@@ -112,7 +113,7 @@ func (n *numbers) split(keys []store.StateKey, seq []int64) (known, unknown []in
 }
 
 // reset forgets every number (a job that deletes from message_keys must
-// call it; tests use it to read through message_keys again).
+// call it; tests use it to read through the tail or the index again).
 func (n *numbers) reset() {
 	for i := range n.shards {
 		sh := &n.shards[i]

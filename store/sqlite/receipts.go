@@ -13,14 +13,14 @@ const receiptCols = `message_id, account_id, receipt_type, event_time, callback_
 	error_code, error_title, source, received_at`
 
 // storedReceiptCols are the columns of a receipt row in message_receipts,
-// where the message's number (message_keys, migration 0090) stands for its
-// provider id and account, its type is its entry and received_at its
-// stamp.
+// where the message's number (message_keys, migrations 0090 and 0100)
+// stands for its provider id and account, its type is its entry and
+// received_at its stamp.
 const storedReceiptCols = `seq, entry, event_time, callback_data, recipient,
 	error_code, error_title, source, stamp`
 
-// listedReceiptCols reads a receipt row back, joined to message_keys as mk
-// and message_receipts as r, in receiptCols order for scanReceipt.
+// listedReceiptCols reads a receipt row back, joined to message_keys or
+// message_key_index as mk and message_receipts as r, in receiptCols order for scanReceipt.
 const listedReceiptCols = `mk.message_id, mk.account_id, r.entry, r.event_time, r.callback_data, r.recipient,
 	r.error_code, r.error_title, r.source, r.stamp`
 
@@ -77,7 +77,8 @@ func (s *Store) InsertReceipts(ctx context.Context, rs []wamux.Receipt) ([]bool,
 
 // HasReceipts looks the keys up in chunks, joining a VALUES list against
 // the primary key: by number for the messages whose numbers the cache
-// holds, through message_keys for the rest.
+// holds or the ledger's tail knows, through message_key_index for the
+// rest.
 func (s *Store) HasReceipts(ctx context.Context, keys []store.ReceiptKey) ([]bool, error) {
 	out := make([]bool, len(keys))
 	msgs := make([]store.StateKey, len(keys))
@@ -85,7 +86,7 @@ func (s *Store) HasReceipts(ctx context.Context, keys []store.ReceiptKey) ([]boo
 		msgs[i] = store.StateKey{AccountID: k.AccountID, MessageID: k.MessageID}
 	}
 	seq := make([]int64, len(keys))
-	known, unknown := s.numbers.split(msgs, seq)
+	known, unknown := s.lookupNumbers(msgs, seq)
 	var i int
 	var num int64
 	err := s.queryKeyed(ctx, known, func(rows int) string {
@@ -103,7 +104,7 @@ func (s *Store) HasReceipts(ctx context.Context, keys []store.ReceiptKey) ([]boo
 	if err == nil {
 		err = s.queryKeyed(ctx, unknown, func(rows int) string {
 			return multiInsert("WITH k(i, m, a, t) AS (VALUES ", 4, rows,
-				") SELECT k.i, mk.seq FROM k JOIN message_keys mk ON mk.account_id = k.a AND mk.message_id = k.m "+
+				") SELECT k.i, mk.seq FROM k JOIN message_key_index mk ON mk.account_id = k.a AND mk.message_id = k.m "+
 					"JOIN message_receipts r ON r.seq = mk.seq AND r.entry = k.t AND r.entry <> ''")
 		}, func(args []any, j int) []any {
 			return append(args, j, keys[j].MessageID, keys[j].AccountID, string(keys[j].Type))
@@ -135,9 +136,18 @@ func scanReceipt(sc scanner, r *wamux.Receipt) error {
 
 // ListReceipts returns the receipts of one provider message by event time.
 func (s *Store) ListReceipts(ctx context.Context, accountID, messageID string) ([]wamux.Receipt, error) {
-	rows, err := s.rquery(ctx, `SELECT `+listedReceiptCols+` FROM message_keys mk
-		JOIN message_receipts r ON r.seq = mk.seq AND r.entry <> ''
-		WHERE mk.account_id = ? AND mk.message_id = ? ORDER BY r.event_time, r.entry`, accountID, messageID)
+	var seq [1]int64
+	var rows *sql.Rows
+	var err error
+	if known, _ := s.lookupNumbers([]store.StateKey{{AccountID: accountID, MessageID: messageID}}, seq[:]); len(known) == 1 {
+		rows, err = s.rquery(ctx, `SELECT `+listedReceiptCols+` FROM message_keys mk
+			JOIN message_receipts r ON r.seq = mk.seq AND r.entry <> ''
+			WHERE mk.seq = ? ORDER BY r.event_time, r.entry`, seq[0])
+	} else {
+		rows, err = s.rquery(ctx, `SELECT `+listedReceiptCols+` FROM message_key_index mk
+			JOIN message_receipts r ON r.seq = mk.seq AND r.entry <> ''
+			WHERE mk.account_id = ? AND mk.message_id = ? ORDER BY r.event_time, r.entry`, accountID, messageID)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list receipts: %w", wrapErr(err))
 	}

@@ -9,12 +9,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -76,6 +78,13 @@ type Options struct {
 	// by themselves, so a caller writing alone does not pay it on every
 	// write. A negative value turns it off.
 	GroupWait time.Duration
+	// KeyIndexFill is how many new message numbers wait in memory before
+	// the writer files them in the message key index in one sorted pass
+	// (keyindex.go); tests make it small.
+	KeyIndexFill int
+	// Logger receives what the store does in the background and can only
+	// report there (a failed index fill); nil discards it.
+	Logger *slog.Logger
 	// Now is the clock used for CreatedAt, UpdatedAt and similar stamps;
 	// tests inject one to control time.
 	Now func() time.Time
@@ -100,6 +109,12 @@ func (o *Options) setDefaults() {
 	if o.GroupWait == 0 {
 		o.GroupWait = GroupWaitDefault
 	}
+	if o.KeyIndexFill <= 0 {
+		o.KeyIndexFill = keyIndexFillDefault
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -121,8 +136,15 @@ type Store struct {
 	wconn  *sql.Conn
 	ckpt   *checkpointer // nil when checkpoints are left to the writer
 	// numbers caches committed message numbers for the writer and the
-	// readers (numbers.go).
+	// readers (numbers.go); tail holds those not in the message key index
+	// yet (keyindex.go).
 	numbers *numbers
+	tail    *keyTail
+	// keyFill is Options.KeyIndexFill (tests lower it while the store
+	// runs); nextKeyFill, after a failed fill, the tail size at which the
+	// writer tries again (only the writer goroutine touches it).
+	keyFill     atomic.Int64
+	nextKeyFill int
 	// logAcks: acknowledgements of receipt log entries (receiptlog.go).
 	logAcks *receiptlog.Acks
 }
@@ -164,13 +186,19 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	wdb.SetMaxIdleConns(1)
 	wdb.SetConnMaxLifetime(0)
 	wdb.SetConnMaxIdleTime(0)
-	s := &Store{opts: opts, path: path, wdb: wdb, logAcks: receiptlog.NewAcks(), numbers: newNumbers()}
+	s := &Store{opts: opts, path: path, wdb: wdb, logAcks: receiptlog.NewAcks(), numbers: newNumbers(),
+		tail: newKeyTail()}
+	s.keyFill.Store(int64(opts.KeyIndexFill))
 	s.wconn, err = wdb.Conn(ctx)
 	if err != nil {
 		_ = wdb.Close()
 		return nil, fmt.Errorf("sqlite: open writer: %w", wrapErr(err))
 	}
-	if err := migrate(ctx, s.wconn); err != nil {
+	err = migrate(ctx, s.wconn)
+	if err == nil {
+		err = s.loadKeyTail(ctx)
+	}
+	if err != nil {
 		_ = s.wconn.Close()
 		_ = wdb.Close()
 		return nil, err
@@ -203,7 +231,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 
 	s.reqs = make(chan *request, opts.MaxBatch)
 	s.done = make(chan struct{})
-	go s.runWriter(newWriteTx(s.wconn, stmtCacheMaxDefault, s.numbers))
+	go s.runWriter(newWriteTx(s.wconn, stmtCacheMaxDefault, s.numbers, s.tail))
 	return s, nil
 }
 

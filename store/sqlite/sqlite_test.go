@@ -71,9 +71,11 @@ func TestLog(t *testing.T) {
 }
 
 // Migration 0080 moves receipts and merged states from their two tables
-// into message_receipts, and 0090 files that table's rows under message
-// numbers; a data dir written before both must read the same afterwards,
-// and a receipt stored before must still count as stored.
+// into message_receipts, 0090 files that table's rows under message
+// numbers, and 0100 moves those numbers into a ledger and an index; a
+// data dir written before all three must read the same afterwards (all
+// through the index: the tail starts empty), and a receipt stored before
+// must still count as stored.
 func TestMigrateMessageReceipts(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "wamux.db")
 	s, err := sqlite.Open(t.Context(), path, sqlite.Options{})
@@ -90,7 +92,9 @@ func TestMigrateMessageReceipts(t *testing.T) {
 	for _, q := range []string{
 		`DROP TABLE message_receipts`,
 		`DROP TABLE message_keys`,
-		`DELETE FROM schema_migrations WHERE version IN (80, 90)`,
+		`DROP TABLE message_key_index`,
+		`DROP TABLE message_key_index_state`,
+		`DELETE FROM schema_migrations WHERE version IN (80, 90, 100)`,
 		`CREATE TABLE receipts (message_id TEXT NOT NULL, account_id TEXT NOT NULL, receipt_type TEXT NOT NULL,
 			event_time INTEGER NOT NULL, callback_data TEXT NOT NULL, recipient TEXT NOT NULL, error_code INTEGER NOT NULL,
 			error_title TEXT NOT NULL, source TEXT NOT NULL, received_at INTEGER NOT NULL,

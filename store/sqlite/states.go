@@ -17,13 +17,13 @@ const stateColCount = 6
 const maxStateRows = 1024
 
 // GetStates returns the merged status of the given provider messages.
-// Messages whose numbers the cache holds are read by number, straight
-// from message_receipts; the rest through message_keys, and the numbers
-// found there join the cache.
+// Messages whose numbers the cache holds or the ledger's tail knows are
+// read by number, straight from message_receipts; the rest through
+// message_key_index, and the numbers found there join the cache.
 func (s *Store) GetStates(ctx context.Context, keys []store.StateKey) (map[store.StateKey]store.MessageState, error) {
 	out := make(map[store.StateKey]store.MessageState, len(keys))
 	seq := make([]int64, len(keys))
-	known, unknown := s.numbers.split(keys, seq)
+	known, unknown := s.lookupNumbers(keys, seq)
 	var st store.MessageState
 	var typ string
 	var event, updated, num int64
@@ -55,12 +55,12 @@ func (s *Store) GetStates(ctx context.Context, keys []store.StateKey) (map[store
 		err = s.queryKeyed(ctx, unknown, func(rows int) string {
 			if rows == 1 {
 				return `SELECT ?, mk.seq, s.type, s.event_time, s.error_code, s.stamp
-				FROM message_keys mk JOIN message_receipts s ON s.seq = mk.seq AND s.entry = ''
+				FROM message_key_index mk JOIN message_receipts s ON s.seq = mk.seq AND s.entry = ''
 				WHERE mk.account_id = ? AND mk.message_id = ?`
 			}
 			return multiInsert("WITH k(i, a, m) AS (VALUES ", 3, rows,
 				`) SELECT k.i, mk.seq, s.type, s.event_time, s.error_code, s.stamp
-				FROM k JOIN message_keys mk ON mk.account_id = k.a AND mk.message_id = k.m
+				FROM k JOIN message_key_index mk ON mk.account_id = k.a AND mk.message_id = k.m
 				JOIN message_receipts s ON s.seq = mk.seq AND s.entry = ''`)
 		}, func(args []any, j int) []any {
 			return append(args, j, keys[j].AccountID, keys[j].MessageID)

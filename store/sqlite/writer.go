@@ -110,6 +110,10 @@ func (s *Store) runWriter(w *writeTx) {
 			r.done <- errs[i]
 			batch[i] = nil
 		}
+		if err := s.fileKeys(w); err != nil {
+			s.opts.Logger.Warn("sqlite: filing message numbers in the index failed; they stay in memory and the fill is retried",
+				"err", err, "tail", w.seqs.tail.len())
+		}
 	}
 }
 
@@ -158,6 +162,9 @@ func (s *Store) commitBatch(w *writeTx, batch []*request, errs []error) []error 
 	}
 	if _, err := w.exec("BEGIN IMMEDIATE"); err != nil {
 		return fail(fmt.Errorf("sqlite: begin: %w", wrapErr(err)))
+	}
+	if err := w.catchUp(); err != nil {
+		return fail(err)
 	}
 	single := len(batch) == 1
 	for i, r := range batch {
@@ -254,8 +261,8 @@ func (w *writeTx) keepArgs(args []any) {
 	w.args = args[:0]
 }
 
-func newWriteTx(conn *sql.Conn, max int, committed *numbers) *writeTx {
-	return &writeTx{conn: conn, stmts: map[string]*sql.Stmt{}, max: max, seqs: newSeqs(committed)}
+func newWriteTx(conn *sql.Conn, max int, committed *numbers, tail *keyTail) *writeTx {
+	return &writeTx{conn: conn, stmts: map[string]*sql.Stmt{}, max: max, seqs: newSeqs(committed, tail)}
 }
 
 func (w *writeTx) stmt(query string) (*sql.Stmt, error) {

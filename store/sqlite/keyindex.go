@@ -1,0 +1,221 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+
+	"github.com/wamux/wamux/store"
+)
+
+// keyIndexFillDefault is how many numbers the ledger's tail gathers
+// before the writer files them in message_key_index (migration 0100).
+// Larger fills dirty fewer index pages per message (a fill of n sorted
+// keys touches at most one page per key and at most every page once) but
+// hold the writer longer, and the tail lives in memory: 32 Ki numbers
+// are about 2 MiB and one fill about a tenth of a second of the writer.
+const keyIndexFillDefault = 32 << 10
+
+// keyTail knows, exactly, the committed message numbers that
+// message_key_index does not hold yet: every number above upto and up to
+// last. It is the part of the numbering that lives only in memory between
+// two bulk fills of the index, so unlike the number cache (numbers.go) it
+// is never lossy: a message absent from both the tail and the index has no
+// number.
+//
+// The writer adds what it commits, and before each transaction what
+// another process sharing the file appended meanwhile (catchUp), so its
+// own numbering never misses a number. Readers consult the tail before
+// the index; a number another process committed since this writer's last
+// transaction may be missing for them, as if they had read a moment
+// earlier.
+//
+// keyTail is safe for concurrent use.
+type keyTail struct {
+	mu sync.RWMutex
+	m  map[msgHash]int64
+	// upto: every number ≤ upto is in message_key_index. last: the
+	// highest number this process knows to be committed.
+	upto, last int64
+}
+
+func newKeyTail() *keyTail { return &keyTail{m: map[msgHash]int64{}} }
+
+func (t *keyTail) get(h msgHash) (int64, bool) {
+	t.mu.RLock()
+	v, ok := t.m[h]
+	t.mu.RUnlock()
+	return v, ok
+}
+
+func (t *keyTail) len() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.m)
+}
+
+// bounds returns upto and last.
+func (t *keyTail) bounds() (upto, last int64) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.upto, t.last
+}
+
+// filed forgets the numbers up to hi, now in the index.
+func (t *keyTail) filed(hi int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for h, v := range t.m {
+		if v <= hi {
+			delete(t.m, h)
+		}
+	}
+	t.upto = max(t.upto, hi)
+}
+
+// keyNumber is one committed number and the message it names.
+type keyNumber struct {
+	h   msgHash
+	seq int64
+}
+
+// add files committed numbers; those the index holds already are left out.
+func (t *keyTail) add(ks []keyNumber) {
+	if len(ks) == 0 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, k := range ks {
+		if k.seq > t.upto {
+			t.m[k.h] = k.seq
+		}
+		t.last = max(t.last, k.seq)
+	}
+}
+
+// lookupNumbers returns, for each key it knows, the message's number:
+// from the cache or from the ledger's tail. seq[i] is set for the
+// positions in known; unknown positions must be read through
+// message_key_index.
+func (s *Store) lookupNumbers(keys []store.StateKey, seq []int64) (known, unknown []int) {
+	for i, k := range keys {
+		h := s.numbers.hash(k)
+		v, ok := s.numbers.get(h)
+		if !ok {
+			v, ok = s.tail.get(h)
+		}
+		if ok {
+			seq[i] = v
+			known = append(known, i)
+		} else {
+			unknown = append(unknown, i)
+		}
+	}
+	return known, unknown
+}
+
+// loadKeyTail reads the index's bound and the ledger's tail above it,
+// before the writer starts.
+func (s *Store) loadKeyTail(ctx context.Context) error {
+	var upto int64
+	if err := s.wconn.QueryRowContext(ctx, `SELECT upto FROM message_key_index_state WHERE id = 1`).Scan(&upto); err != nil {
+		return fmt.Errorf("sqlite: read message key index state: %w", wrapErr(err))
+	}
+	s.tail.mu.Lock()
+	s.tail.upto, s.tail.last = upto, upto
+	s.tail.mu.Unlock()
+	rows, err := s.wconn.QueryContext(ctx, catchUpSQL, upto)
+	if err != nil {
+		return fmt.Errorf("sqlite: read message keys: %w", wrapErr(err))
+	}
+	ks, err := s.scanKeyNumbers(rows)
+	if err != nil {
+		return err
+	}
+	s.tail.add(ks)
+	return nil
+}
+
+const catchUpSQL = `SELECT seq, account_id, message_id FROM message_keys WHERE seq > ? ORDER BY seq`
+
+// catchUp adds to the tail what another process appended to the ledger
+// since this writer last knew it. It runs inside the writer's transaction
+// (after BEGIN IMMEDIATE), so nobody appends meanwhile; alone on the
+// file, it finds nothing.
+func (w *writeTx) catchUp() error {
+	t := w.seqs.tail
+	_, last := t.bounds()
+	rows, err := w.query(catchUpSQL, last)
+	if err != nil {
+		return fmt.Errorf("sqlite: read message keys: %w", wrapErr(err))
+	}
+	ks, err := w.seqs.scanKeyNumbers(rows)
+	if err != nil {
+		return err
+	}
+	t.add(ks)
+	return nil
+}
+
+// scanKeyNumbers reads (seq, account_id, message_id) rows and closes them.
+func (c *seqs) scanKeyNumbers(rows *sql.Rows) ([]keyNumber, error) {
+	defer rows.Close()
+	var ks []keyNumber
+	var k store.StateKey
+	var seq int64
+	for rows.Next() {
+		if err := rows.Scan(&seq, &k.AccountID, &k.MessageID); err != nil {
+			return nil, fmt.Errorf("sqlite: read message keys: %w", err)
+		}
+		ks = append(ks, keyNumber{c.committed.hash(k), seq})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: read message keys: %w", wrapErr(err))
+	}
+	return ks, nil
+}
+
+func (s *Store) scanKeyNumbers(rows *sql.Rows) ([]keyNumber, error) {
+	c := seqs{committed: s.numbers}
+	return c.scanKeyNumbers(rows)
+}
+
+// fileKeys files the ledger's tail in message_key_index once it holds
+// fill numbers: one statement, in key order, in a transaction of its own.
+// A failure leaves the tail as it was; the next fill is tried after
+// another quarter of fill numbers.
+func (s *Store) fileKeys(w *writeTx) error {
+	n := w.seqs.tail.len()
+	fill := int(s.keyFill.Load())
+	if n == 0 || n < fill || n < s.nextKeyFill {
+		return nil
+	}
+	upto, hi := w.seqs.tail.bounds()
+	err := func() error {
+		if _, err := w.exec("BEGIN IMMEDIATE"); err != nil {
+			return fmt.Errorf("sqlite: begin: %w", wrapErr(err))
+		}
+		if _, err := w.exec(`INSERT OR IGNORE INTO message_key_index (account_id, message_id, seq)
+			SELECT account_id, message_id, seq FROM message_keys WHERE seq > ? AND seq <= ?
+			ORDER BY account_id, message_id`, upto, hi); err != nil {
+			return fmt.Errorf("sqlite: file message keys: %w", wrapErr(err))
+		}
+		if _, err := w.exec(`UPDATE message_key_index_state SET upto = max(upto, ?) WHERE id = 1`, hi); err != nil {
+			return fmt.Errorf("sqlite: file message keys: %w", wrapErr(err))
+		}
+		if _, err := w.exec("COMMIT"); err != nil {
+			return fmt.Errorf("sqlite: commit: %w", wrapErr(err))
+		}
+		return nil
+	}()
+	if err != nil {
+		_, _ = w.conn.ExecContext(context.Background(), "ROLLBACK")
+		s.nextKeyFill = n + max(fill/4, 1)
+		return err
+	}
+	w.seqs.tail.filed(hi)
+	s.nextKeyFill = 0
+	return nil
+}

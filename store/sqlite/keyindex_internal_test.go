@@ -1,0 +1,116 @@
+package sqlite
+
+import (
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/store"
+)
+
+// numberAll numbers keys in one write and returns their numbers.
+func numberAll(t *testing.T, s *Store, keys []store.StateKey) []int64 {
+	t.Helper()
+	var got []int64
+	if err := s.write(t.Context(), func(w *writeTx) error {
+		var err error
+		got, err = w.messageSeqs(keys)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// A message keeps its one number whatever the store remembers of it: the
+// numbers handed out between two fills of the index live in memory only,
+// so they must come back when the store opens again (as after a crash),
+// and a second process on the same file must see the ones the first
+// appended since its own last write. Otherwise a message gets two
+// numbers, and its receipts and state split between them.
+func TestMessageNumbersAcrossFillsRestartsAndProcesses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "k.db")
+	ctx := t.Context()
+	open := func() *Store {
+		s, err := Open(ctx, path, Options{KeyIndexFill: 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	key := func(i int) store.StateKey {
+		return store.StateKey{AccountID: "acc" + strconv.Itoa(i%3), MessageID: "wamid.K" + strconv.Itoa(i*7919%1000)}
+	}
+	const n = 500
+	keys := make([]store.StateKey, n)
+	for i := range keys {
+		keys[i] = key(i)
+	}
+	a := open()
+	want := map[store.StateKey]int64{}
+	for start := 0; start < n; start += 30 { // fills every 64 numbers
+		var rs []wamux.Receipt
+		for _, k := range keys[start:min(start+30, n)] {
+			rs = append(rs, wamux.Receipt{MessageID: k.MessageID, AccountID: k.AccountID, Type: wamux.ReceiptSent, EventTime: time.UnixMilli(1000)})
+		}
+		if _, err := a.InsertReceipts(ctx, rs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, v := range numberAll(t, a, keys) {
+		want[keys[i]] = v
+	}
+	upto, _ := a.tail.bounds()
+	if tail := a.tail.len(); upto == 0 || tail == 0 {
+		t.Fatalf("after %d messages: index up to %d, tail %d; the test needs both filled and unfilled numbers", n, upto, tail)
+	}
+	checkLedger(t, a, n)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Opened again: the tail comes back from the ledger.
+	a = open()
+	if upto2, _ := a.tail.bounds(); upto2 != upto || a.tail.len() == 0 {
+		t.Fatalf("reopened: index up to %d (was %d), tail %d", upto2, upto, a.tail.len())
+	}
+	for i, v := range numberAll(t, a, keys) {
+		if v != want[keys[i]] {
+			t.Fatalf("reopened: %v numbered %d, was %d", keys[i], v, want[keys[i]])
+		}
+	}
+	for _, k := range keys[:5] {
+		rs, err := a.ListReceipts(ctx, k.AccountID, k.MessageID)
+		if err != nil || len(rs) != 1 {
+			t.Fatalf("reopened: receipts of %v = %+v, %v", k, rs, err)
+		}
+	}
+	checkLedger(t, a, n)
+
+	// A second process: each numbers a message the other numbered since
+	// its own last write, and must find that number.
+	b := open()
+	x := store.StateKey{AccountID: "acc1", MessageID: "wamid.X"}
+	y := store.StateKey{AccountID: "acc1", MessageID: "wamid.Y"}
+	ax := numberAll(t, a, []store.StateKey{x})[0]
+	bx := numberAll(t, b, []store.StateKey{x, y})
+	ay := numberAll(t, a, []store.StateKey{y})[0]
+	if bx[0] != ax || bx[1] != ay {
+		t.Fatalf("x numbered %d by one process and %d by the other; y %d and %d", ax, bx[0], bx[1], ay)
+	}
+	// Both fill the index with what their tails hold; the index agrees
+	// with the ledger.
+	fileKeysNow(t, a)
+	fileKeysNow(t, b)
+	checkLedger(t, a, n+2)
+	checkLedger(t, b, n+2)
+	a.numbers.reset()
+	for i, v := range numberAll(t, a, keys) {
+		if v != want[keys[i]] {
+			t.Fatalf("after the fills: %v numbered %d, was %d", keys[i], v, want[keys[i]])
+		}
+	}
+}
