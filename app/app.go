@@ -135,7 +135,7 @@ func (a *App) Start(ctx context.Context) error {
 	if a.cfg.Kafka != "" || a.cfg.Redis != "" {
 		return errors.New("app: the Kafka and Redis cluster backends are not implemented yet; leave --kafka and --redis empty")
 	}
-	st, err := openStore(ctx, a.cfg)
+	st, err := openStore(ctx, a.cfg, a.log)
 	if err != nil {
 		return err
 	}
@@ -276,10 +276,10 @@ func (a *App) Stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func openStore(ctx context.Context, cfg config.Config) (store.Store, error) {
+func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (store.Store, error) {
 	if cfg.Store == "sqlite" {
 		path := filepath.Join(cfg.DataDir, SQLiteFile)
-		st, err := sqlite.Open(ctx, path, sqlite.Options{})
+		st, err := sqlite.Open(ctx, path, sqlite.Options{Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("app: open sqlite %s: %w", path, err)
 		}
