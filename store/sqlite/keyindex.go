@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/wamux/wamux/store"
@@ -12,10 +14,17 @@ import (
 // keyIndexFillDefault is how many numbers the ledger's tail gathers
 // before the writer files them in message_key_index (migration 0100).
 // Larger fills dirty fewer index pages per message (a fill of n sorted
-// keys touches at most one page per key and at most every page once) but
-// hold the writer longer, and the tail lives in memory: 32 Ki numbers
-// are about 2 MiB and one fill about a tenth of a second of the writer.
-const keyIndexFillDefault = 32 << 10
+// keys touches at most one page per key and at most every page once); the
+// tail lives in memory, about 130 bytes a number with its key.
+//
+// keyFillChunkDefault is how many of them one transaction files: a fill of 32 Ki
+// in one took the writer 75–285 ms on the receipts benchmark, a stall
+// every request queued behind it would wait out; a chunk is a slice of
+// the sorted keys, so chunks together dirty the pages one fill would.
+const (
+	keyIndexFillDefault = 32 << 10
+	keyFillChunkDefault = 4 << 10
+)
 
 // keyTail knows, exactly, the committed message numbers that
 // message_key_index does not hold yet: every number above upto and up to
@@ -34,19 +43,19 @@ const keyIndexFillDefault = 32 << 10
 // keyTail is safe for concurrent use.
 type keyTail struct {
 	mu sync.RWMutex
-	m  map[msgHash]int64
+	m  map[msgHash]keyNumber
 	// upto: every number ≤ upto is in message_key_index. last: the
 	// highest number this process knows to be committed.
 	upto, last int64
 }
 
-func newKeyTail() *keyTail { return &keyTail{m: map[msgHash]int64{}} }
+func newKeyTail() *keyTail { return &keyTail{m: map[msgHash]keyNumber{}} }
 
 func (t *keyTail) get(h msgHash) (int64, bool) {
 	t.mu.RLock()
 	v, ok := t.m[h]
 	t.mu.RUnlock()
-	return v, ok
+	return v.seq, ok
 }
 
 func (t *keyTail) len() int {
@@ -67,16 +76,38 @@ func (t *keyTail) filed(hi int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for h, v := range t.m {
-		if v <= hi {
+		if v.seq <= hi {
 			delete(t.m, h)
 		}
 	}
 	t.upto = max(t.upto, hi)
 }
 
-// keyNumber is one committed number and the message it names.
+// upTo returns the tail's numbers up to hi, sorted by key as the index
+// sorts them (SQLite compares TEXT bytewise, as Go compares strings).
+func (t *keyTail) upTo(hi int64) []keyNumber {
+	t.mu.RLock()
+	ks := make([]keyNumber, 0, len(t.m))
+	for _, v := range t.m {
+		if v.seq <= hi {
+			ks = append(ks, v)
+		}
+	}
+	t.mu.RUnlock()
+	slices.SortFunc(ks, func(a, b keyNumber) int {
+		if c := strings.Compare(a.key.AccountID, b.key.AccountID); c != 0 {
+			return c
+		}
+		return strings.Compare(a.key.MessageID, b.key.MessageID)
+	})
+	return ks
+}
+
+// keyNumber is one committed number, the message it names and that
+// message's name in the caches.
 type keyNumber struct {
 	h   msgHash
+	key store.StateKey
 	seq int64
 }
 
@@ -89,7 +120,7 @@ func (t *keyTail) add(ks []keyNumber) {
 	defer t.mu.Unlock()
 	for _, k := range ks {
 		if k.seq > t.upto {
-			t.m[k.h] = k.seq
+			t.m[k.h] = k
 		}
 		t.last = max(t.last, k.seq)
 	}
@@ -169,7 +200,7 @@ func (c *seqs) scanKeyNumbers(rows *sql.Rows) ([]keyNumber, error) {
 		if err := rows.Scan(&seq, &k.AccountID, &k.MessageID); err != nil {
 			return nil, fmt.Errorf("sqlite: read message keys: %w", err)
 		}
-		ks = append(ks, keyNumber{c.committed.hash(k), seq})
+		ks = append(ks, keyNumber{c.committed.hash(k), k, seq})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite: read message keys: %w", wrapErr(err))
@@ -182,28 +213,60 @@ func (s *Store) scanKeyNumbers(rows *sql.Rows) ([]keyNumber, error) {
 	return c.scanKeyNumbers(rows)
 }
 
+// keyFill is a fill of the index in progress: the tail's numbers up to hi
+// in key order, filed up to pos.
+type keyFill struct {
+	keys []keyNumber
+	pos  int
+	hi   int64
+}
+
 // fileKeys files the ledger's tail in message_key_index once it holds
-// fill numbers: one statement, in key order, in a transaction of its own.
-// A failure leaves the tail as it was; the next fill is tried after
-// another quarter of fill numbers.
+// Options.KeyIndexFill numbers: in key order, Options.keyFillChunk per
+// call and transaction;
+// the writer calls it after each batch. The transaction that files the
+// last chunk records the index's new bound, and then the tail forgets
+// the filed numbers. A failure drops the fill, leaving the tail as it
+// was (chunks filed already are filed again, ignored, next time); the
+// next fill starts after another quarter of Options.KeyIndexFill numbers.
 func (s *Store) fileKeys(w *writeTx) error {
-	n := w.seqs.tail.len()
-	fill := int(s.keyFill.Load())
-	if n == 0 || n < fill || n < s.nextKeyFill {
-		return nil
+	tail := w.seqs.tail
+	if s.filling == nil {
+		n := tail.len()
+		fill := int(s.keyFill.Load())
+		if n == 0 || n < fill || n < s.nextKeyFill {
+			return nil
+		}
+		_, hi := tail.bounds()
+		s.filling = &keyFill{keys: tail.upTo(hi), hi: hi}
+		s.nextKeyFill = n + max(fill/4, 1)
 	}
-	upto, hi := w.seqs.tail.bounds()
+	f := s.filling
+	chunk := f.keys[f.pos:min(f.pos+s.opts.keyFillChunk, len(f.keys))]
+	last := f.pos+len(chunk) == len(f.keys)
 	err := func() error {
 		if _, err := w.exec("BEGIN IMMEDIATE"); err != nil {
 			return fmt.Errorf("sqlite: begin: %w", wrapErr(err))
 		}
-		if _, err := w.exec(`INSERT OR IGNORE INTO message_key_index (account_id, message_id, seq)
-			SELECT account_id, message_id, seq FROM message_keys WHERE seq > ? AND seq <= ?
-			ORDER BY account_id, message_id`, upto, hi); err != nil {
-			return fmt.Errorf("sqlite: file message keys: %w", wrapErr(err))
+		for start := 0; start < len(chunk); start += maxKeyRows {
+			part := chunk[start:min(start+maxKeyRows, len(chunk))]
+			rows := padRows(len(part))
+			args := w.argBuf(rows * 3)
+			for i := 0; i < rows; i++ {
+				// Padding copies are ignored as conflicts.
+				k := &part[min(i, len(part)-1)]
+				args = append(args, k.key.AccountID, k.key.MessageID, k.seq)
+			}
+			_, err := w.exec(multiInsert("INSERT OR IGNORE INTO message_key_index (account_id, message_id, seq) VALUES ", 3, rows, ""), args...)
+			w.keepArgs(args)
+			if err != nil {
+				return fmt.Errorf("sqlite: file message keys: %w", wrapErr(err))
+			}
 		}
-		if _, err := w.exec(`UPDATE message_key_index_state SET upto = max(upto, ?) WHERE id = 1`, hi); err != nil {
-			return fmt.Errorf("sqlite: file message keys: %w", wrapErr(err))
+		if last {
+			if _, err := w.exec(`UPDATE message_key_index_state SET upto = max(upto, ?) WHERE id = 1`, f.hi); err != nil {
+				return fmt.Errorf("sqlite: file message keys: %w", wrapErr(err))
+			}
 		}
 		if _, err := w.exec("COMMIT"); err != nil {
 			return fmt.Errorf("sqlite: commit: %w", wrapErr(err))
@@ -212,10 +275,14 @@ func (s *Store) fileKeys(w *writeTx) error {
 	}()
 	if err != nil {
 		_, _ = w.conn.ExecContext(context.Background(), "ROLLBACK")
-		s.nextKeyFill = n + max(fill/4, 1)
+		s.filling = nil
 		return err
 	}
-	w.seqs.tail.filed(hi)
-	s.nextKeyFill = 0
+	f.pos += len(chunk)
+	if last {
+		tail.filed(f.hi)
+		s.filling = nil
+		s.nextKeyFill = 0
+	}
 	return nil
 }

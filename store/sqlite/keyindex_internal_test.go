@@ -34,7 +34,7 @@ func TestMessageNumbersAcrossFillsRestartsAndProcesses(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "k.db")
 	ctx := t.Context()
 	open := func() *Store {
-		s, err := Open(ctx, path, Options{KeyIndexFill: 64})
+		s, err := Open(ctx, path, Options{KeyIndexFill: 64, keyFillChunk: 16})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,7 +51,9 @@ func TestMessageNumbersAcrossFillsRestartsAndProcesses(t *testing.T) {
 	}
 	a := open()
 	want := map[store.StateKey]int64{}
-	for start := 0; start < n; start += 30 { // fills every 64 numbers
+	// A fill starts every 64 numbers and files 16 per write, so numbers
+	// are looked up and handed out while one is half done.
+	for start := 0; start < n; start += 30 {
 		var rs []wamux.Receipt
 		for _, k := range keys[start:min(start+30, n)] {
 			rs = append(rs, wamux.Receipt{MessageID: k.MessageID, AccountID: k.AccountID, Type: wamux.ReceiptSent, EventTime: time.UnixMilli(1000)})

@@ -56,7 +56,7 @@ func (c *seqs) txDone(committed bool) {
 		for k, v := range c.tx {
 			h := c.committed.hash(k)
 			c.committed.put(h, v)
-			ks = append(ks, keyNumber{h, v})
+			ks = append(ks, keyNumber{h, k, v})
 		}
 		c.tail.add(ks)
 	}

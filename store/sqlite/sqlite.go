@@ -82,6 +82,9 @@ type Options struct {
 	// the writer files them in the message key index in one sorted pass
 	// (keyindex.go); tests make it small.
 	KeyIndexFill int
+	// keyFillChunk is how many numbers one transaction of an index fill
+	// files (keyindex.go); tests make it small.
+	keyFillChunk int
 	// Logger receives what the store does in the background and can only
 	// report there (a failed index fill); nil discards it.
 	Logger *slog.Logger
@@ -112,6 +115,9 @@ func (o *Options) setDefaults() {
 	if o.KeyIndexFill <= 0 {
 		o.KeyIndexFill = keyIndexFillDefault
 	}
+	if o.keyFillChunk <= 0 {
+		o.keyFillChunk = keyFillChunkDefault
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -141,9 +147,11 @@ type Store struct {
 	numbers *numbers
 	tail    *keyTail
 	// keyFill is Options.KeyIndexFill (tests lower it while the store
-	// runs); nextKeyFill, after a failed fill, the tail size at which the
-	// writer tries again (only the writer goroutine touches it).
+	// runs). Only the writer goroutine touches filling, the index fill in
+	// progress, and nextKeyFill, the tail size at which it may start the
+	// next (keyindex.go).
 	keyFill     atomic.Int64
+	filling     *keyFill
 	nextKeyFill int
 	// logAcks: acknowledgements of receipt log entries (receiptlog.go).
 	logAcks *receiptlog.Acks
