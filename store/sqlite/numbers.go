@@ -98,20 +98,6 @@ func (sh *numberShard) putLocked(h msgHash, v int64) {
 	sh.cur[h] = v
 }
 
-// split fills seq[i] with the number of keys[i] where the cache holds it
-// and returns the positions of the keys it found and of those it did not.
-func (n *numbers) split(keys []store.StateKey, seq []int64) (known, unknown []int) {
-	for i, k := range keys {
-		if v, ok := n.get(n.hash(k)); ok {
-			seq[i] = v
-			known = append(known, i)
-		} else {
-			unknown = append(unknown, i)
-		}
-	}
-	return known, unknown
-}
-
 // reset forgets every number (a job that deletes from message_keys must
 // call it; tests use it to read through the tail or the index again).
 func (n *numbers) reset() {
