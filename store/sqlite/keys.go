@@ -121,34 +121,40 @@ func (w *writeTx) lookupMessageKeys(keys []store.StateKey) error {
 		") SELECT ix.account_id, ix.message_id, ix.seq FROM k JOIN message_key_index ix ON ix.account_id = k.a AND ix.message_id = k.m")
 }
 
-// appendMessageKeys numbers the distinct unnumbered messages keys, in
-// their order, and files the numbers in the request's part of the cache.
-// The ledger has no unique key to ignore padding copies by, so the VALUES
-// list is cut to the chunk's real rows by LIMIT.
+// appendMessageKeys numbers the distinct unnumbered messages keys and
+// files the numbers in the request's part of the cache. The ledger has no
+// unique key to ignore padding copies by, so each VALUES row carries a
+// flag, 1 on the chunk's real rows and 0 on the copies, and only flagged
+// rows are inserted: a copy inserted would give its message a second
+// number.
 func (w *writeTx) appendMessageKeys(keys []store.StateKey) error {
 	return w.keyRows(keys, true, "INSERT INTO message_keys (account_id, message_id) SELECT column1, column2 FROM (VALUES ",
-		") LIMIT ? RETURNING account_id, message_id, seq")
+		") WHERE column3 = 1 RETURNING account_id, message_id, seq")
 }
 
 // keyRows runs prefix, a VALUES list of (account, message id) rows, and
 // suffix over keys in chunks; each statement returns (account_id,
 // message_id, seq) rows, which scanSeqs files. Chunks are padded with
 // copies of their last key, so few statement texts exist: looked up, a
-// copy answers twice with the same number. With limit, the chunk's real
-// row count is bound last, for a LIMIT in suffix.
-func (w *writeTx) keyRows(keys []store.StateKey, limit bool, prefix, suffix string) error {
+// copy answers twice with the same number. With flagged, each row has a
+// third value: 1 for a real row, 0 for a copy.
+func (w *writeTx) keyRows(keys []store.StateKey, flagged bool, prefix, suffix string) error {
+	cols := 2
+	if flagged {
+		cols = 3
+	}
 	for start := 0; start < len(keys); start += maxKeyRows {
 		chunk := keys[start:min(start+maxKeyRows, len(keys))]
 		rows := padRows(len(chunk))
-		args := w.argBuf(rows*2 + 1)
+		args := w.argBuf(rows * cols)
 		for i := 0; i < rows; i++ {
 			k := &chunk[min(i, len(chunk)-1)]
 			args = append(args, k.AccountID, k.MessageID)
+			if flagged {
+				args = append(args, boolInt(i < len(chunk)))
+			}
 		}
-		if limit {
-			args = append(args, len(chunk))
-		}
-		err := w.scanSeqs(multiInsert(prefix, 2, rows, suffix), args)
+		err := w.scanSeqs(multiInsert(prefix, cols, rows, suffix), args)
 		w.keepArgs(args)
 		if err != nil {
 			return err
@@ -175,4 +181,11 @@ func (w *writeTx) scanSeqs(q string, args []any) error {
 		return fmt.Errorf("sqlite: message keys: %w", wrapErr(err))
 	}
 	return nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
