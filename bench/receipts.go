@@ -48,7 +48,11 @@ type ReceiptsConfig struct {
 	Seed    uint64
 	// WAMIDs is WAMIDsRandom (the default) or WAMIDsSequential.
 	WAMIDs string
-	Logger *slog.Logger
+	// BloomPerHour sizes L2 (receipts.BloomConfig.ExpectedPerHour); 0
+	// keeps the gateway's default. The generated stream's event times
+	// fall within about one hour, so all distinct keys share one bucket.
+	BloomPerHour uint
+	Logger       *slog.Logger
 }
 
 func (c *ReceiptsConfig) setDefaults() error {
@@ -89,6 +93,8 @@ type ReceiptsReport struct {
 	Batch       int     `json:"batch"`
 	Callers     int     `json:"callers"`
 	WAMIDs      string  `json:"wamids"`
+	// BloomPerHour is what L2 was sized for (the default when not set).
+	BloomPerHour uint `json:"bloom_per_hour"`
 
 	ElapsedSec     float64 `json:"elapsed_sec"`
 	ReceiptsPerSec float64 `json:"receipts_per_sec"`
@@ -124,7 +130,11 @@ func RunReceipts(ctx context.Context, cfg ReceiptsConfig) (ReceiptsReport, error
 		return ReceiptsReport{}, err
 	}
 	rep := ReceiptsReport{Store: storeKind(cfg.Store), Receipts: len(w.stream), Distinct: len(w.uniq), Messages: w.messages,
-		DupRate: cfg.Dup, ReorderRate: cfg.Reorder, Batch: cfg.Batch, Callers: cfg.Callers, WAMIDs: cfg.WAMIDs}
+		DupRate: cfg.Dup, ReorderRate: cfg.Reorder, Batch: cfg.Batch, Callers: cfg.Callers, WAMIDs: cfg.WAMIDs,
+		BloomPerHour: cfg.BloomPerHour}
+	if rep.BloomPerHour == 0 {
+		rep.BloomPerHour = receipts.BloomExpectedPerHourDefault
+	}
 
 	st, closeStore, err := openBenchStore(ctx, cfg.Store)
 	if err != nil {
@@ -133,7 +143,7 @@ func RunReceipts(ctx context.Context, cfg ReceiptsConfig) (ReceiptsReport, error
 	defer closeStore()
 	obs := newObserver(w.index)
 	p, err := receipts.New(receipts.Config{Store: st, Registry: prometheus.NewRegistry(), Logger: cfg.Logger,
-		LateWindow: 24 * time.Hour, Observer: obs.observe})
+		LateWindow: 24 * time.Hour, Observer: obs.observe, Bloom: receipts.BloomConfig{ExpectedPerHour: cfg.BloomPerHour}})
 	if err != nil {
 		return rep, err
 	}

@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"testing"
+
+	"github.com/wamux/wamux/receipts"
 )
 
 // TestRunReceiptsSmall runs the receipts benchmark end to end at a small
@@ -49,5 +51,28 @@ func TestGenerateReceipts(t *testing.T) {
 	}
 	if _, err := generateReceipts(ReceiptsConfig{Receipts: 10000, Messages: 10, Accounts: 3, Dup: 0.1}); err == nil {
 		t.Fatal("10 messages cannot carry 10000 distinct receipts, yet no error")
+	}
+}
+
+// TestRunReceiptsSizesTheBloomFilter: --bloom-per-hour reaches L2. Sized
+// for 100 keys an hour, the filter is saturated by 4,000 distinct keys,
+// so it answers "maybe" for keys it never saw (false positives the store
+// clears); the default size does not, and either way nothing is lost.
+func TestRunReceiptsSizesTheBloomFilter(t *testing.T) {
+	for _, perHour := range []uint{0, 100} {
+		rep, err := RunReceipts(context.Background(), ReceiptsConfig{Receipts: 5000, Dup: 0.2, Reorder: 0.1, Batch: 50,
+			Callers: 8, BloomPerHour: perHour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Lost != 0 || rep.DoubleApplied != 0 || rep.FinalStateMismatches != 0 {
+			t.Fatalf("bloom %d: lost %d, double applied %d, mismatches %d", perHour, rep.Lost, rep.DoubleApplied, rep.FinalStateMismatches)
+		}
+		switch {
+		case perHour == 0 && (rep.BloomPerHour != receipts.BloomExpectedPerHourDefault || rep.BloomFalsePositives > 100):
+			t.Fatalf("default: sized for %d, %d false positives", rep.BloomPerHour, rep.BloomFalsePositives)
+		case perHour == 100 && (rep.BloomPerHour != 100 || rep.BloomFalsePositives < 1000):
+			t.Fatalf("100 an hour: sized for %d, %d false positives; want a saturated filter", rep.BloomPerHour, rep.BloomFalsePositives)
+		}
 	}
 }
