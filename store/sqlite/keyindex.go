@@ -17,10 +17,11 @@ import (
 // keys touches at most one page per key and at most every page once); the
 // tail lives in memory, about 130 bytes a number with its key.
 //
-// keyFillChunkDefault is how many of them one transaction files: a fill of 32 Ki
-// in one took the writer 75–285 ms on the receipts benchmark, a stall
-// every request queued behind it would wait out; a chunk is a slice of
-// the sorted keys, so chunks together dirty the pages one fill would.
+// keyFillChunkDefault is how many of them one transaction files: a fill
+// of 32 Ki in one took the writer 75–285 ms on the receipts benchmark, a
+// stall every request queued behind it would wait out; a chunk is a
+// slice of the sorted keys, so chunks together dirty the pages one fill
+// would.
 const (
 	keyIndexFillDefault = 32 << 10
 	keyFillChunkDefault = 4 << 10
@@ -213,22 +214,23 @@ func (s *Store) scanKeyNumbers(rows *sql.Rows) ([]keyNumber, error) {
 	return c.scanKeyNumbers(rows)
 }
 
-// keyFill is a fill of the index in progress: the tail's numbers up to hi
-// in key order, filed up to pos.
+// keyFill is a fill of the index in progress: the tail's numbers in
+// (lo, hi], in key order, filed up to pos.
 type keyFill struct {
-	keys []keyNumber
-	pos  int
-	hi   int64
+	keys   []keyNumber
+	pos    int
+	lo, hi int64
 }
 
 // fileKeys files the ledger's tail in message_key_index once it holds
 // Options.KeyIndexFill numbers: in key order, Options.keyFillChunk per
-// call and transaction;
-// the writer calls it after each batch. The transaction that files the
-// last chunk records the index's new bound, and then the tail forgets
-// the filed numbers. A failure drops the fill, leaving the tail as it
-// was (chunks filed already are filed again, ignored, next time); the
-// next fill starts after another quarter of Options.KeyIndexFill numbers.
+// call and transaction; the writer calls it after each batch. The
+// transaction that files the last chunk checks that the fill held every
+// ledger row of its range (else it files the range from the ledger
+// itself), records the index's new bound, and then the tail forgets the
+// filed numbers. A failure drops the fill, leaving the tail as it was
+// (chunks filed already are filed again, ignored, next time); the next
+// fill starts after another quarter of Options.KeyIndexFill numbers.
 func (s *Store) fileKeys(w *writeTx) error {
 	tail := w.seqs.tail
 	if s.filling == nil {
@@ -237,8 +239,8 @@ func (s *Store) fileKeys(w *writeTx) error {
 		if n == 0 || n < fill || n < s.nextKeyFill {
 			return nil
 		}
-		_, hi := tail.bounds()
-		s.filling = &keyFill{keys: tail.upTo(hi), hi: hi}
+		lo, hi := tail.bounds()
+		s.filling = &keyFill{keys: tail.upTo(hi), lo: lo, hi: hi}
 		s.nextKeyFill = n + max(fill/4, 1)
 	}
 	f := s.filling
@@ -264,6 +266,9 @@ func (s *Store) fileKeys(w *writeTx) error {
 			}
 		}
 		if last {
+			if err := w.checkFill(f); err != nil {
+				return err
+			}
 			if _, err := w.exec(`UPDATE message_key_index_state SET upto = max(upto, ?) WHERE id = 1`, f.hi); err != nil {
 				return fmt.Errorf("sqlite: file message keys: %w", wrapErr(err))
 			}
@@ -283,6 +288,27 @@ func (s *Store) fileKeys(w *writeTx) error {
 		tail.filed(f.hi)
 		s.filling = nil
 		s.nextKeyFill = 0
+	}
+	return nil
+}
+
+// checkFill makes sure the index holds every number of the fill's range
+// before its bound moves past them: the tail should hold exactly the
+// ledger rows of (lo, hi], and a number missing from both the tail and
+// the index would be handed out a second time. Should the counts differ,
+// the range is filed from the ledger itself.
+func (w *writeTx) checkFill(f *keyFill) error {
+	var n int
+	if _, err := w.queryRow(`SELECT count(*) FROM message_keys WHERE seq > ? AND seq <= ?`, []any{f.lo, f.hi}, &n); err != nil {
+		return fmt.Errorf("sqlite: file message keys: %w", wrapErr(err))
+	}
+	if n == len(f.keys) {
+		return nil
+	}
+	if _, err := w.exec(`INSERT OR IGNORE INTO message_key_index (account_id, message_id, seq)
+		SELECT account_id, message_id, seq FROM message_keys WHERE seq > ? AND seq <= ?
+		ORDER BY account_id, message_id`, f.lo, f.hi); err != nil {
+		return fmt.Errorf("sqlite: file message keys: %w", wrapErr(err))
 	}
 	return nil
 }

@@ -116,3 +116,24 @@ func TestMessageNumbersAcrossFillsRestartsAndProcesses(t *testing.T) {
 		}
 	}
 }
+
+// A fill whose tail lacks a ledger row of its range (a bug elsewhere,
+// never expected) must not move the index's bound past that number: it
+// files the range from the ledger, and the message keeps its number.
+func TestFillCoversLedgerRowsTheTailLacks(t *testing.T) {
+	s := openInternal(t)
+	keys := make([]store.StateKey, 50)
+	for i := range keys {
+		keys[i] = store.StateKey{AccountID: "acc1", MessageID: "wamid.F" + strconv.Itoa(i)}
+	}
+	want := numberAll(t, s, keys)
+	s.tail.mu.Lock()
+	delete(s.tail.m, s.numbers.hash(keys[7]))
+	s.tail.mu.Unlock()
+	fileKeysNow(t, s)
+	checkLedger(t, s, len(keys))
+	s.numbers.reset()
+	if got := numberAll(t, s, keys[7:8]); got[0] != want[7] {
+		t.Fatalf("after the fill %v is numbered %d, was %d", keys[7], got[0], want[7])
+	}
+}
