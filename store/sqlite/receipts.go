@@ -20,7 +20,8 @@ const storedReceiptCols = `seq, entry, event_time, callback_data, recipient,
 	error_code, error_title, source, stamp`
 
 // listedReceiptCols reads a receipt row back, joined to message_keys or
-// message_key_index as mk and message_receipts as r, in receiptCols order for scanReceipt.
+// message_key_index as mk and message_receipts as r, in receiptCols order
+// for scanReceipt.
 const listedReceiptCols = `mk.message_id, mk.account_id, r.entry, r.event_time, r.callback_data, r.recipient,
 	r.error_code, r.error_title, r.source, r.stamp`
 

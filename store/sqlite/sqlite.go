@@ -79,8 +79,8 @@ type Options struct {
 	// write. A negative value turns it off.
 	GroupWait time.Duration
 	// KeyIndexFill is how many new message numbers wait in memory before
-	// the writer files them in the message key index in one sorted pass
-	// (keyindex.go); tests make it small.
+	// the writer files them in the message key index, sorted, a few
+	// thousand per transaction (keyindex.go); tests make it small.
 	KeyIndexFill int
 	// keyFillChunk is how many numbers one transaction of an index fill
 	// files (keyindex.go); tests make it small.
