@@ -162,7 +162,7 @@ func (s *Store) loadKeyTail(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("sqlite: read message keys: %w", wrapErr(err))
 	}
-	ks, err := s.scanKeyNumbers(rows)
+	ks, err := scanKeyNumbers(rows, s.numbers)
 	if err != nil {
 		return err
 	}
@@ -183,7 +183,7 @@ func (w *writeTx) catchUp() error {
 	if err != nil {
 		return fmt.Errorf("sqlite: read message keys: %w", wrapErr(err))
 	}
-	ks, err := w.seqs.scanKeyNumbers(rows)
+	ks, err := scanKeyNumbers(rows, w.seqs.committed)
 	if err != nil {
 		return err
 	}
@@ -191,8 +191,9 @@ func (w *writeTx) catchUp() error {
 	return nil
 }
 
-// scanKeyNumbers reads (seq, account_id, message_id) rows and closes them.
-func (c *seqs) scanKeyNumbers(rows *sql.Rows) ([]keyNumber, error) {
+// scanKeyNumbers reads (seq, account_id, message_id) rows, naming each
+// message as the cache n does, and closes them.
+func scanKeyNumbers(rows *sql.Rows, n *numbers) ([]keyNumber, error) {
 	defer rows.Close()
 	var ks []keyNumber
 	var k store.StateKey
@@ -201,17 +202,12 @@ func (c *seqs) scanKeyNumbers(rows *sql.Rows) ([]keyNumber, error) {
 		if err := rows.Scan(&seq, &k.AccountID, &k.MessageID); err != nil {
 			return nil, fmt.Errorf("sqlite: read message keys: %w", err)
 		}
-		ks = append(ks, keyNumber{c.committed.hash(k), k, seq})
+		ks = append(ks, keyNumber{n.hash(k), k, seq})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite: read message keys: %w", wrapErr(err))
 	}
 	return ks, nil
-}
-
-func (s *Store) scanKeyNumbers(rows *sql.Rows) ([]keyNumber, error) {
-	c := seqs{committed: s.numbers}
-	return c.scanKeyNumbers(rows)
 }
 
 // keyFill is a fill of the index in progress: the tail's numbers in
