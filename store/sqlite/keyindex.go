@@ -255,6 +255,9 @@ func (s *Store) fileKeys(w *writeTx) error {
 				k := &part[min(i, len(part)-1)]
 				args = append(args, k.key.AccountID, k.key.MessageID, k.seq)
 			}
+			for i := range part {
+				s.filter.add(part[i].h)
+			}
 			_, err := w.exec(multiInsert("INSERT OR IGNORE INTO message_key_index (account_id, message_id, seq) VALUES ", 3, rows, ""), args...)
 			w.keepArgs(args)
 			if err != nil {
@@ -301,6 +304,8 @@ func (w *writeTx) checkFill(f *keyFill) error {
 	if n == len(f.keys) {
 		return nil
 	}
+	// Messages the filter is not told about go into the index.
+	w.seqs.filter.broken.Store(true)
 	if _, err := w.exec(`INSERT OR IGNORE INTO message_key_index (account_id, message_id, seq)
 		SELECT account_id, message_id, seq FROM message_keys WHERE seq > ? AND seq <= ?
 		ORDER BY account_id, message_id`, f.lo, f.hi); err != nil {

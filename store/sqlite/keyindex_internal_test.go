@@ -39,6 +39,7 @@ func TestMessageNumbersAcrossFillsRestartsAndProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = s.Close() })
+		filterReady(t, s)
 		return s
 	}
 	key := func(i int) store.StateKey {
@@ -135,5 +136,38 @@ func TestFillCoversLedgerRowsTheTailLacks(t *testing.T) {
 	s.numbers.reset()
 	if got := numberAll(t, s, keys[7:8]); got[0] != want[7] {
 		t.Fatalf("after the fill %v is numbered %d, was %d", keys[7], got[0], want[7])
+	}
+}
+
+// The writer trusts the filter: a message it says the index lacks is
+// numbered without a lookup. Emptied on purpose, the filter makes a filed
+// message get a second number; that is why every message filed, and every
+// one in the index when the store opens, must be in it (the test above
+// checks both by numbering filed messages again).
+func TestKeyFilterSparesTheLookup(t *testing.T) {
+	s := openInternal(t)
+	k := store.StateKey{AccountID: "acc1", MessageID: "wamid.Q"}
+	first := numberAll(t, s, []store.StateKey{k})[0]
+	fileKeysNow(t, s)
+	s.numbers.reset()
+	if got := numberAll(t, s, []store.StateKey{k})[0]; got != first {
+		t.Fatalf("filed and forgotten by the cache, %v is numbered %d; it is %d", k, got, first)
+	}
+	s.numbers.reset()
+	if !s.filter.absent(s.numbers.hash(store.StateKey{AccountID: "acc1", MessageID: "wamid.R"})) {
+		t.Fatal("the filter does not say the index lacks a message never numbered")
+	}
+	for i := range s.filter.words {
+		s.filter.words[i].Store(0)
+	}
+	// Before the scan of the index is done, it is not asked.
+	s.filter.ready.Store(false)
+	if got := numberAll(t, s, []store.StateKey{k})[0]; got != first {
+		t.Fatalf("with the filter not loaded, %v is numbered %d; it is %d", k, got, first)
+	}
+	s.numbers.reset()
+	s.filter.ready.Store(true)
+	if got := numberAll(t, s, []store.StateKey{k})[0]; got == first {
+		t.Fatalf("the writer looked %v up although the filter said the index lacks it", k)
 	}
 }

@@ -14,11 +14,13 @@ import (
 type seqs struct {
 	committed *numbers
 	tail      *keyTail
-	tx, req   map[store.StateKey]int64
+	// filter tells which of the rest the index lacks (keyfilter.go).
+	filter  *keyFilter
+	tx, req map[store.StateKey]int64
 }
 
-func newSeqs(committed *numbers, tail *keyTail) seqs {
-	return seqs{committed: committed, tail: tail, tx: map[store.StateKey]int64{}, req: map[store.StateKey]int64{}}
+func newSeqs(committed *numbers, tail *keyTail, filter *keyFilter) seqs {
+	return seqs{committed: committed, tail: tail, filter: filter, tx: map[store.StateKey]int64{}, req: map[store.StateKey]int64{}}
 }
 
 func (c *seqs) get(k store.StateKey) (int64, bool) {
@@ -70,11 +72,11 @@ func (c *seqs) txDone(committed bool) {
 //
 // Numbers come from the cache and the ledger's tail, which together know
 // every message numbered lately; the rest are looked up in
-// message_key_index, and those it lacks too get new numbers, appended to
-// the ledger (migration 0100).
+// message_key_index, but for those its filter says it lacks, and those it
+// lacks too get new numbers, appended to the ledger (migration 0100).
 func (w *writeTx) messageSeqs(keys []store.StateKey) ([]int64, error) {
 	out := make([]int64, len(keys))
-	var fresh []store.StateKey
+	var fresh, lookup []store.StateKey
 	var seen map[store.StateKey]bool
 	for i, k := range keys {
 		if v, ok := w.seqs.get(k); ok {
@@ -85,12 +87,15 @@ func (w *writeTx) messageSeqs(keys []store.StateKey) ([]int64, error) {
 			}
 			seen[k] = true
 			fresh = append(fresh, k)
+			if !w.seqs.filter.absent(w.seqs.committed.hash(k)) {
+				lookup = append(lookup, k)
+			}
 		}
 	}
 	if len(fresh) == 0 {
 		return out, nil
 	}
-	if err := w.lookupMessageKeys(fresh); err != nil {
+	if err := w.lookupMessageKeys(lookup); err != nil {
 		return nil, err
 	}
 	var unnumbered []store.StateKey

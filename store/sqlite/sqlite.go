@@ -153,6 +153,11 @@ type Store struct {
 	keyFill     atomic.Int64
 	filling     *keyFill
 	nextKeyFill int
+	// filter knows which messages the index lacks (keyfilter.go); the
+	// scan that fills it runs until loaded is closed, or stopLoad.
+	filter   *keyFilter
+	stopLoad context.CancelFunc
+	loaded   chan struct{}
 	// logAcks: acknowledgements of receipt log entries (receiptlog.go).
 	logAcks *receiptlog.Acks
 }
@@ -224,10 +229,21 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	rdb.SetMaxOpenConns(opts.ReadConns)
 	rdb.SetMaxIdleConns(opts.ReadConns)
 	s.rdb = rdb
+	upto, _ := s.tail.bounds()
+	s.filter = newKeyFilter(2 * upto)
+	var loadCtx context.Context
+	loadCtx, s.stopLoad = context.WithCancel(context.Background())
+	s.loaded = make(chan struct{})
+	go func() {
+		defer close(s.loaded)
+		s.loadKeyFilter(loadCtx)
+	}()
 
 	if opts.CheckpointEvery > 0 {
 		cdb, err := sql.Open("sqlite", path+"?"+base)
 		if err != nil {
+			s.stopLoad()
+			<-s.loaded
 			_ = s.wconn.Close()
 			_ = wdb.Close()
 			_ = rdb.Close()
@@ -239,7 +255,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 
 	s.reqs = make(chan *request, opts.MaxBatch)
 	s.done = make(chan struct{})
-	go s.runWriter(newWriteTx(s.wconn, stmtCacheMaxDefault, s.numbers, s.tail))
+	go s.runWriter(newWriteTx(s.wconn, stmtCacheMaxDefault, s.numbers, s.tail, s.filter))
 	return s, nil
 }
 
@@ -271,6 +287,8 @@ func (s *Store) Close() error {
 	close(s.reqs)
 	s.mu.Unlock()
 	<-s.done
+	s.stopLoad()
+	<-s.loaded
 	s.closeReadStmts()
 	var ckptErr error
 	if s.ckpt != nil {

@@ -261,8 +261,8 @@ func (w *writeTx) keepArgs(args []any) {
 	w.args = args[:0]
 }
 
-func newWriteTx(conn *sql.Conn, max int, committed *numbers, tail *keyTail) *writeTx {
-	return &writeTx{conn: conn, stmts: map[string]*sql.Stmt{}, max: max, seqs: newSeqs(committed, tail)}
+func newWriteTx(conn *sql.Conn, max int, committed *numbers, tail *keyTail, filter *keyFilter) *writeTx {
+	return &writeTx{conn: conn, stmts: map[string]*sql.Stmt{}, max: max, seqs: newSeqs(committed, tail, filter)}
 }
 
 func (w *writeTx) stmt(query string) (*sql.Stmt, error) {

@@ -19,7 +19,18 @@ func openInternal(t testing.TB) *Store {
 		t.Fatalf("open: %v", err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
+	filterReady(t, s)
 	return s
+}
+
+// filterReady waits for the scan of the message key index into its
+// filter, so that numbering relies on the filter from then on.
+func filterReady(t testing.TB, s *Store) {
+	t.Helper()
+	<-s.loaded
+	if !s.filter.ready.Load() {
+		t.Fatal("the key filter did not load")
+	}
 }
 
 // blockWriter parks the writer inside a request until the returned release
