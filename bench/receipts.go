@@ -98,6 +98,12 @@ type ReceiptsReport struct {
 
 	ElapsedSec     float64 `json:"elapsed_sec"`
 	ReceiptsPerSec float64 `json:"receipts_per_sec"`
+	// CPUMicrosPerReceipt is the process's CPU time (user + system) from
+	// the first Ingest until every receipt is merged, per receipt fed;
+	// BaselineCPUMicrosPerRow the same for the baseline's inserts. On a
+	// shared machine they vary less than the rates, whose wall clock
+	// includes waiting for a core.
+	CPUMicrosPerReceipt float64 `json:"cpu_us_per_receipt"`
 
 	Lost                 int `json:"lost"`
 	DoubleApplied        int `json:"double_applied"`
@@ -113,7 +119,9 @@ type ReceiptsReport struct {
 
 	BaselineRowsPerSec float64 `json:"baseline_rows_per_sec"`
 	BaselineElapsedSec float64 `json:"baseline_elapsed_sec"`
-	Ratio              float64 `json:"ratio_to_baseline"`
+	// BaselineCPUMicrosPerRow: see CPUMicrosPerReceipt.
+	BaselineCPUMicrosPerRow float64 `json:"baseline_cpu_us_per_row"`
+	Ratio                   float64 `json:"ratio_to_baseline"`
 }
 
 // RunReceipts feeds N receipts over M messages, with duplicates and
@@ -150,7 +158,7 @@ func RunReceipts(ctx context.Context, cfg ReceiptsConfig) (ReceiptsReport, error
 	if err := p.Start(ctx); err != nil {
 		return rep, err
 	}
-	start := time.Now()
+	start, cpu0 := time.Now(), processCPU()
 	err = feed(ctx, w.stream, cfg.Batch, cfg.Callers, func(ctx context.Context, rs []wamux.Receipt) error {
 		_, err := p.Ingest(ctx, "agent", rs)
 		return err
@@ -158,13 +166,14 @@ func RunReceipts(ctx context.Context, cfg ReceiptsConfig) (ReceiptsReport, error
 	if err == nil {
 		err = p.Flush(ctx)
 	}
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), processCPU()-cpu0
 	stopErr := p.Stop(context.Background())
 	if err = errors.Join(err, stopErr); err != nil {
 		return rep, fmt.Errorf("bench receipts: pipeline: %w", err)
 	}
 	rep.ElapsedSec = elapsed.Seconds()
 	rep.ReceiptsPerSec = float64(len(w.stream)) / elapsed.Seconds()
+	rep.CPUMicrosPerReceipt = float64(cpu.Microseconds()) / float64(len(w.stream))
 	s := p.Stats()
 	rep.DedupHits = map[string]int64{receipts.LayerBatch: s.DedupBatch, receipts.LayerLRU: s.DedupLRU,
 		receipts.LayerBloom: s.DedupBloom, receipts.LayerStore: s.DedupStore}
@@ -183,14 +192,15 @@ func RunReceipts(ctx context.Context, cfg ReceiptsConfig) (ReceiptsReport, error
 		return rep, err
 	}
 	defer closeBase()
-	bstart := time.Now()
+	bstart, bcpu0 := time.Now(), processCPU()
 	if err := feed(ctx, w.stream, cfg.Batch, cfg.Callers, func(ctx context.Context, rs []wamux.Receipt) error {
 		_, err := bst.InsertReceipts(ctx, rs)
 		return err
 	}); err != nil {
 		return rep, fmt.Errorf("bench receipts: baseline: %w", err)
 	}
-	belapsed := time.Since(bstart)
+	belapsed, bcpu := time.Since(bstart), processCPU()-bcpu0
+	rep.BaselineCPUMicrosPerRow = float64(bcpu.Microseconds()) / float64(len(w.stream))
 	rep.BaselineElapsedSec = belapsed.Seconds()
 	rep.BaselineRowsPerSec = float64(len(w.stream)) / belapsed.Seconds()
 	rep.Ratio = rep.ReceiptsPerSec / rep.BaselineRowsPerSec

@@ -25,7 +25,7 @@ func TestRunReceiptsSmall(t *testing.T) {
 	if dups != 1000 || rep.Applied+rep.Ignored != 4000 {
 		t.Fatalf("dedup hits %v (sum %d, want 1000), applied %d + ignored %d (want 4000)", rep.DedupHits, dups, rep.Applied, rep.Ignored)
 	}
-	if rep.ReceiptsPerSec <= 0 || rep.BaselineRowsPerSec <= 0 || rep.Ratio <= 0 {
+	if rep.ReceiptsPerSec <= 0 || rep.BaselineRowsPerSec <= 0 || rep.Ratio <= 0 || rep.CPUMicrosPerReceipt <= 0 || rep.BaselineCPUMicrosPerRow <= 0 {
 		t.Fatalf("rates not measured: %+v", rep)
 	}
 }
