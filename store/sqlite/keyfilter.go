@@ -83,32 +83,53 @@ func (f *keyFilter) absent(h msgHash) bool {
 }
 
 // loadKeyFilter adds every message of message_key_index to the filter, on
-// a read connection, and then declares it ready. It runs on its own
-// goroutine from Open; a failure leaves the filter unready (every lookup
-// is made, as without it) and is logged.
-func (s *Store) loadKeyFilter(ctx context.Context) {
+// a read connection, and then declares it ready. It reads the index in
+// key order, page rows per query (keyFilterPage from Open), so that no read transaction
+// stays open for the whole scan of a large index (an open one keeps
+// checkpoints from resetting the WAL). A message filed between two pages
+// was added by its fill; one in the index before the scan began is in the
+// page that covers its key. It runs on its own goroutine from Open; a
+// failure leaves the filter unready (every lookup is made, as without it)
+// and is logged.
+func (s *Store) loadKeyFilter(ctx context.Context, page int) {
 	f := s.filter
-	err := func() error {
-		rows, err := s.rdb.QueryContext(ctx, `SELECT account_id, message_id FROM message_key_index`)
+	var after store.StateKey
+	for {
+		n, err := s.loadKeyFilterPage(ctx, &after, page)
 		if err != nil {
-			return wrapErr(err)
-		}
-		defer rows.Close()
-		var k store.StateKey
-		for rows.Next() {
-			if err := rows.Scan(&k.AccountID, &k.MessageID); err != nil {
-				return err
+			if ctx.Err() == nil {
+				s.opts.Logger.Warn("sqlite: reading the message key index into its filter failed; every unknown message is looked up",
+					"err", fmt.Errorf("sqlite: key filter: %w", err))
 			}
-			f.add(s.numbers.hash(k))
+			return
 		}
-		return wrapErr(rows.Err())
-	}()
-	if err != nil {
-		if ctx.Err() == nil {
-			s.opts.Logger.Warn("sqlite: reading the message key index into its filter failed; every unknown message is looked up",
-				"err", fmt.Errorf("sqlite: key filter: %w", err))
+		if n < page {
+			break
 		}
-		return
 	}
 	f.ready.Store(true)
+}
+
+const keyFilterPage = 64 << 10
+
+// loadKeyFilterPage adds the next page (up to limit rows) of the index
+// after *after to the filter, moves *after to its last key and returns how
+// many rows it read.
+func (s *Store) loadKeyFilterPage(ctx context.Context, after *store.StateKey, limit int) (int, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT account_id, message_id FROM message_key_index
+		WHERE (account_id, message_id) > (?, ?) ORDER BY account_id, message_id LIMIT ?`,
+		after.AccountID, after.MessageID, limit)
+	if err != nil {
+		return 0, wrapErr(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		if err := rows.Scan(&after.AccountID, &after.MessageID); err != nil {
+			return n, err
+		}
+		s.filter.add(s.numbers.hash(*after))
+		n++
+	}
+	return n, wrapErr(rows.Err())
 }

@@ -171,3 +171,29 @@ func TestKeyFilterSparesTheLookup(t *testing.T) {
 		t.Fatalf("the writer looked %v up although the filter said the index lacks it", k)
 	}
 }
+
+// The scan that loads the filter reads the index a page at a time, after
+// the last key of the page before: every message filed must come through,
+// whatever the page size, including keys that share an account and keys
+// that sort across accounts.
+func TestKeyFilterLoadsEveryPage(t *testing.T) {
+	s := openInternal(t)
+	keys := make([]store.StateKey, 300)
+	for i := range keys {
+		keys[i] = store.StateKey{AccountID: "acc" + strconv.Itoa(i%4), MessageID: "wamid.P" + strconv.Itoa(i*7919%1000)}
+	}
+	numberAll(t, s, keys)
+	fileKeysNow(t, s)
+	for _, page := range []int{1, 7, 64, 1000} {
+		s.filter = newKeyFilter(0)
+		s.loadKeyFilter(t.Context(), page)
+		if !s.filter.ready.Load() {
+			t.Fatalf("page %d: the filter did not load", page)
+		}
+		for _, k := range keys {
+			if s.filter.absent(s.numbers.hash(k)) {
+				t.Fatalf("page %d: the filter misses %v, which the index holds", page, k)
+			}
+		}
+	}
+}

@@ -236,7 +236,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s.loaded = make(chan struct{})
 	go func() {
 		defer close(s.loaded)
-		s.loadKeyFilter(loadCtx)
+		s.loadKeyFilter(loadCtx, keyFilterPage)
 	}()
 
 	if opts.CheckpointEvery > 0 {
