@@ -146,6 +146,8 @@ type Store struct {
 	// yet (keyindex.go).
 	numbers *numbers
 	tail    *keyTail
+	// states caches the states the writer committed (statecache.go).
+	states *stateCache
 	// keyFill is Options.KeyIndexFill (tests lower it while the store
 	// runs). Only the writer goroutine touches filling, the index fill in
 	// progress, and nextKeyFill, the tail size at which it may start the
@@ -200,7 +202,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	wdb.SetConnMaxLifetime(0)
 	wdb.SetConnMaxIdleTime(0)
 	s := &Store{opts: opts, path: path, wdb: wdb, logAcks: receiptlog.NewAcks(), numbers: newNumbers(),
-		tail: newKeyTail()}
+		tail: newKeyTail(), states: newStateCache()}
 	s.keyFill.Store(int64(opts.KeyIndexFill))
 	s.wconn, err = wdb.Conn(ctx)
 	if err != nil {
@@ -255,7 +257,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 
 	s.reqs = make(chan *request, opts.MaxBatch)
 	s.done = make(chan struct{})
-	go s.runWriter(newWriteTx(s.wconn, stmtCacheMaxDefault, s.numbers, s.tail, s.filter))
+	go s.runWriter(newWriteTx(s.wconn, stmtCacheMaxDefault, s.numbers, s.tail, s.filter, s.states))
 	return s, nil
 }
 

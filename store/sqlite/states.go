@@ -24,6 +24,18 @@ func (s *Store) GetStates(ctx context.Context, keys []store.StateKey) (map[store
 	out := make(map[store.StateKey]store.MessageState, len(keys))
 	seq := make([]int64, len(keys))
 	known, unknown := s.lookupNumbers(keys, seq)
+	// States the writer committed lately are answered from memory.
+	uncached := known[:0]
+	for _, j := range known {
+		c, ok := s.states.get(seq[j])
+		if !ok {
+			uncached = append(uncached, j)
+			continue
+		}
+		out[keys[j]] = store.MessageState{StateKey: keys[j], Type: stateTypes[c.typ], EventTime: fromMS(c.event),
+			ErrorCode: int(c.code), UpdatedAt: fromMS(c.stamp)}
+	}
+	known = uncached
 	var st store.MessageState
 	var typ string
 	var event, updated, num int64
@@ -95,33 +107,41 @@ func (s *Store) PutStates(ctx context.Context, states []store.MessageState) erro
 	for i := range states {
 		keys[i] = states[i].StateKey
 	}
-	return s.write(ctx, func(w *writeTx) error {
-		seqs, err := w.messageSeqs(keys)
-		if err != nil {
-			return err
-		}
-		args := make([]any, 0, min(padRows(len(states)), maxStateRows)*stateColCount)
-		for start := 0; start < len(states); start += maxStateRows {
-			chunk := states[start:min(start+maxStateRows, len(states))]
-			rows := padRows(len(chunk))
-			args = args[:0]
-			for i := 0; i < rows; i++ {
-				j := min(i, len(chunk)-1)
-				st := &chunk[j]
-				updated := ms(st.UpdatedAt)
-				if updated == 0 {
-					updated = now
-				}
-				args = append(args, seqs[start+j], "", string(st.Type), ms(st.EventTime), st.ErrorCode, updated)
+	return s.write(ctx, func(w *writeTx) error { return w.putStates(states, keys, now) })
+}
+
+// putStates writes the state rows of PutStates inside the writer's
+// transaction; keys are the states' keys, now the stamp of a zero
+// UpdatedAt (unix ms).
+func (w *writeTx) putStates(states []store.MessageState, keys []store.StateKey, now int64) error {
+	seqs, err := w.messageSeqs(keys)
+	if err != nil {
+		return err
+	}
+	args := make([]any, 0, min(padRows(len(states)), maxStateRows)*stateColCount)
+	for start := 0; start < len(states); start += maxStateRows {
+		chunk := states[start:min(start+maxStateRows, len(states))]
+		rows := padRows(len(chunk))
+		args = args[:0]
+		for i := 0; i < rows; i++ {
+			j := min(i, len(chunk)-1)
+			st := &chunk[j]
+			updated := ms(st.UpdatedAt)
+			if updated == 0 {
+				updated = now
 			}
-			q := multiInsert(`INSERT INTO message_receipts (seq, entry, type, event_time, error_code, stamp)
-				VALUES `, stateColCount, rows, ` ON CONFLICT (seq, entry) DO UPDATE SET
-				type = excluded.type, event_time = excluded.event_time,
-				error_code = excluded.error_code, stamp = excluded.stamp`)
-			if _, err := w.exec(q, args...); err != nil {
-				return fmt.Errorf("sqlite: put states: %w", wrapErr(err))
+			args = append(args, seqs[start+j], "", string(st.Type), ms(st.EventTime), st.ErrorCode, updated)
+			if i == j {
+				w.states.add(seqs[start+j], cacheable(st, updated))
 			}
 		}
-		return nil
-	})
+		q := multiInsert(`INSERT INTO message_receipts (seq, entry, type, event_time, error_code, stamp)
+			VALUES `, stateColCount, rows, ` ON CONFLICT (seq, entry) DO UPDATE SET
+			type = excluded.type, event_time = excluded.event_time,
+			error_code = excluded.error_code, stamp = excluded.stamp`)
+		if _, err := w.exec(q, args...); err != nil {
+			return fmt.Errorf("sqlite: put states: %w", wrapErr(err))
+		}
+	}
+	return nil
 }

@@ -152,7 +152,7 @@ func (s *Store) commitBatch(w *writeTx, batch []*request, errs []error) []error 
 	}
 	fail := func(err error) []error {
 		_, _ = w.conn.ExecContext(context.Background(), "ROLLBACK")
-		w.seqs.txDone(false)
+		w.txDone(false)
 		for i := range errs {
 			if errs[i] == nil {
 				errs[i] = err
@@ -164,6 +164,9 @@ func (s *Store) commitBatch(w *writeTx, batch []*request, errs []error) []error 
 		return fail(fmt.Errorf("sqlite: begin: %w", wrapErr(err)))
 	}
 	if err := w.catchUp(); err != nil {
+		return fail(err)
+	}
+	if err := w.checkOthers(); err != nil {
 		return fail(err)
 	}
 	single := len(batch) == 1
@@ -178,15 +181,15 @@ func (s *Store) commitBatch(w *writeTx, batch []*request, errs []error) []error 
 			if err := runSafely(w, r.fn); err != nil {
 				errs[i] = err
 				_, _ = w.conn.ExecContext(context.Background(), "ROLLBACK")
-				w.seqs.txDone(false)
+				w.txDone(false)
 				return errs
 			}
-			w.seqs.requestDone(true)
+			w.requestDone(true)
 			continue
 		}
 		if r.oneStatement {
 			err := runSafely(w, r.fn)
-			w.seqs.requestDone(err == nil)
+			w.requestDone(err == nil)
 			if err == nil {
 				continue
 			}
@@ -203,7 +206,7 @@ func (s *Store) commitBatch(w *writeTx, batch []*request, errs []error) []error 
 			return fail(fmt.Errorf("sqlite: savepoint: %w", wrapErr(err)))
 		}
 		err := runSafely(w, r.fn)
-		w.seqs.requestDone(err == nil)
+		w.requestDone(err == nil)
 		if err != nil {
 			errs[i] = err
 			if _, err := w.exec("ROLLBACK TO req"); err != nil {
@@ -217,7 +220,7 @@ func (s *Store) commitBatch(w *writeTx, batch []*request, errs []error) []error 
 	if _, err := w.exec("COMMIT"); err != nil {
 		return fail(fmt.Errorf("sqlite: commit: %w", wrapErr(err)))
 	}
-	w.seqs.txDone(true)
+	w.txDone(true)
 	return errs
 }
 
@@ -244,6 +247,44 @@ type writeTx struct {
 	args []any
 	// seqs caches message numbers (keys.go).
 	seqs seqs
+	// states are the state rows written in the open transaction, bound
+	// for the store's state cache (statecache.go).
+	states pendingStates
+	// dataVersion is the connection's PRAGMA data_version when the last
+	// transaction began (-1 before the first).
+	dataVersion int64
+}
+
+// requestDone ends a request of the open transaction: what it learned
+// and wrote stays with the transaction, or is dropped with its savepoint.
+func (w *writeTx) requestDone(ok bool) {
+	w.seqs.requestDone(ok)
+	w.states.requestDone(ok)
+}
+
+// txDone ends the transaction: after a COMMIT what it learned and wrote
+// goes to the caches, after a failure it is dropped.
+func (w *writeTx) txDone(committed bool) {
+	w.seqs.txDone(committed)
+	w.states.txDone(committed)
+}
+
+// checkOthers forgets the cached states when another connection (so
+// another process: the writer is this process's only writing
+// connection) committed since the last transaction began; data_version
+// does not move for the connection's own commits.
+func (w *writeTx) checkOthers() error {
+	var v int64
+	if _, err := w.queryRow("PRAGMA data_version", nil, &v); err != nil {
+		return fmt.Errorf("sqlite: data version: %w", wrapErr(err))
+	}
+	if v != w.dataVersion {
+		if w.dataVersion >= 0 {
+			w.states.cache.reset()
+		}
+		w.dataVersion = v
+	}
+	return nil
 }
 
 // argBuf returns an empty argument buffer with room for n values.
@@ -261,8 +302,9 @@ func (w *writeTx) keepArgs(args []any) {
 	w.args = args[:0]
 }
 
-func newWriteTx(conn *sql.Conn, max int, committed *numbers, tail *keyTail, filter *keyFilter) *writeTx {
-	return &writeTx{conn: conn, stmts: map[string]*sql.Stmt{}, max: max, seqs: newSeqs(committed, tail, filter)}
+func newWriteTx(conn *sql.Conn, max int, committed *numbers, tail *keyTail, filter *keyFilter, states *stateCache) *writeTx {
+	return &writeTx{conn: conn, stmts: map[string]*sql.Stmt{}, max: max, seqs: newSeqs(committed, tail, filter),
+		states: pendingStates{cache: states}, dataVersion: -1}
 }
 
 func (w *writeTx) stmt(query string) (*sql.Stmt, error) {

@@ -1,0 +1,155 @@
+package sqlite
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/store"
+)
+
+// getState reads one message's state, from the cache when it holds it;
+// fromTable reads it past the cache.
+func getState(t *testing.T, s *Store, k store.StateKey) (store.MessageState, bool) {
+	t.Helper()
+	got, err := s.GetStates(t.Context(), []store.StateKey{k})
+	if err != nil {
+		t.Fatalf("get states: %v", err)
+	}
+	st, ok := got[k]
+	return st, ok
+}
+
+func fromTable(t *testing.T, s *Store, k store.StateKey) (store.MessageState, bool) {
+	t.Helper()
+	s.states.reset()
+	return getState(t, s, k)
+}
+
+// The state cache answers GetStates with exactly what a read of the row
+// would return (the store's millisecond precision, the stamp it gave a
+// zero UpdatedAt), and only with committed rows: a request rolled back to
+// its savepoint, or a lone request that fails, leaves the state before it.
+func TestStateCacheHoldsCommittedRowsOnly(t *testing.T) {
+	s := openInternal(t)
+	ctx := t.Context()
+	k := store.StateKey{AccountID: "acc1", MessageID: "wamid.S"}
+	s1 := store.MessageState{StateKey: k, Type: wamux.ReceiptFailed, EventTime: time.Unix(1700000000, 123456789), ErrorCode: 131049}
+	if err := s.PutStates(ctx, []store.MessageState{s1}); err != nil {
+		t.Fatal(err)
+	}
+	cached, ok := getState(t, s, k)
+	if !ok {
+		t.Fatal("no state after PutStates")
+	}
+	stored, _ := fromTable(t, s, k)
+	if cached != stored {
+		t.Fatalf("cached state %+v, stored %+v", cached, stored)
+	}
+	if cached.UpdatedAt.IsZero() || !cached.EventTime.Equal(time.UnixMilli(1700000000123)) {
+		t.Fatalf("state %+v: want the store's stamp and event time in ms", cached)
+	}
+	if err := s.PutStates(ctx, []store.MessageState{s1}); err != nil { // into the cache again
+		t.Fatal(err)
+	}
+	before, _ := getState(t, s, k)
+
+	errBoom := wamux.Errorf(wamux.EConflict, "boom")
+	putThenFail := func(typ wamux.ReceiptType) func(w *writeTx) error {
+		return func(w *writeTx) error {
+			st := []store.MessageState{{StateKey: k, Type: typ, EventTime: time.UnixMilli(1700000009000)}}
+			if err := w.putStates(st, []store.StateKey{k}, 1); err != nil {
+				return err
+			}
+			return errBoom
+		}
+	}
+	release, blockerDone := blockWriter(t, s)
+	failed := enqueue(s, putThenFail(wamux.ReceiptRead))
+	other := enqueue(s, setting("other"))
+	release()
+	if err := <-blockerDone; err != nil {
+		t.Fatalf("blocker: %v", err)
+	}
+	if err := <-failed.done; !errors.Is(err, errBoom) {
+		t.Fatalf("failed request: %v, want its own error", err)
+	}
+	if err := <-other.done; err != nil {
+		t.Fatalf("other request: %v", err)
+	}
+	if got, _ := getState(t, s, k); got != before {
+		t.Fatalf("after a request rolled back to its savepoint: %+v, want %+v", got, before)
+	}
+	if err := s.write(ctx, putThenFail(wamux.ReceiptDelivered)); !errors.Is(err, errBoom) {
+		t.Fatalf("lone request: %v, want its own error", err)
+	}
+	if got, _ := getState(t, s, k); got != before {
+		t.Fatalf("after a failed transaction: %+v, want %+v", got, before)
+	}
+
+	// A state of a type the cache has no slot for replaces the cached one.
+	odd := store.MessageState{StateKey: k, Type: "deleted", EventTime: time.UnixMilli(1700000010000)}
+	if err := s.PutStates(ctx, []store.MessageState{odd}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := getState(t, s, k); got.Type != "deleted" {
+		t.Fatalf("state %+v, want the one of type deleted", got)
+	}
+}
+
+// A state another process (here a second store on the same file) writes
+// replaces the cached one once this store's writer has begun a
+// transaction since: the cache is forgotten when data_version moved.
+func TestStateCacheForgetsWhatAnotherProcessWrote(t *testing.T) {
+	a := openInternal(t)
+	ctx := t.Context()
+	b, err := Open(ctx, a.path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	k := store.StateKey{AccountID: "acc1", MessageID: "wamid.P"}
+	if err := a.PutStates(ctx, []store.MessageState{{StateKey: k, Type: wamux.ReceiptSent, EventTime: time.UnixMilli(1000)}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := getState(t, a, k); got.Type != wamux.ReceiptSent {
+		t.Fatalf("state %+v, want sent", got)
+	}
+	if err := b.PutStates(ctx, []store.MessageState{{StateKey: k, Type: wamux.ReceiptRead, EventTime: time.UnixMilli(3000)}}); err != nil {
+		t.Fatal(err)
+	}
+	other := store.StateKey{AccountID: "acc1", MessageID: "wamid.Q"}
+	if err := a.PutStates(ctx, []store.MessageState{{StateKey: other, Type: wamux.ReceiptSent, EventTime: time.UnixMilli(1000)}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := getState(t, a, k); got.Type != wamux.ReceiptRead || !got.EventTime.Equal(time.UnixMilli(3000)) {
+		t.Fatalf("state %+v after the other process wrote read", got)
+	}
+}
+
+// A transaction that fails after its requests succeeded (a failed COMMIT
+// may have been durable) leaves no state of theirs in the cache, neither
+// the new one nor the one before.
+func TestPendingStatesOfAFailedTransactionAreForgotten(t *testing.T) {
+	c := newStateCache()
+	p := pendingStates{cache: c}
+	old := cachedState{event: 1, stamp: 1, typ: 1}
+	p.add(7, old)
+	p.requestDone(true)
+	p.txDone(true)
+	if got, ok := c.get(7); !ok || got != old {
+		t.Fatalf("committed row: %+v, %v", got, ok)
+	}
+	p.add(7, cachedState{event: 2, stamp: 2, typ: 3})
+	p.requestDone(true)
+	p.add(8, cachedState{event: 2, stamp: 2, typ: 3})
+	p.requestDone(false)
+	p.txDone(false)
+	if got, ok := c.get(7); ok {
+		t.Fatalf("after a failed transaction the cache holds %+v", got)
+	}
+	if got, ok := c.get(8); ok {
+		t.Fatalf("a rolled-back request left %+v", got)
+	}
+}
