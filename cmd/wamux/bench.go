@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -23,7 +24,22 @@ var benchKinds = map[string]struct {
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// --cpuprofile=FILE before the kind writes a Go CPU profile of the
 	// whole run, which is how the figures in docs/BENCHMARKS.md are
-	// explained.
+	// explained; --memprofile=FILE the allocations of the whole run (heap
+	// profile written at the end: alloc_space says where the garbage the
+	// collector spends its share on comes from).
+	if len(args) > 0 && strings.HasPrefix(args[0], "--memprofile=") {
+		path := strings.TrimPrefix(args[0], "--memprofile=")
+		args = args[1:]
+		defer func() {
+			f, err := os.Create(path)
+			if err == nil {
+				err = errors.Join(pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
+			}
+			if err != nil {
+				fmt.Fprintf(stderr, "wamux bench: memprofile: %v\n", err)
+			}
+		}()
+	}
 	if len(args) > 0 && strings.HasPrefix(args[0], "--cpuprofile=") {
 		path := strings.TrimPrefix(args[0], "--cpuprofile=")
 		args = args[1:]
@@ -44,7 +60,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if len(args) > 0 {
 			w = stdout
 		}
-		fmt.Fprintln(w, "usage: wamux bench [--cpuprofile=FILE] <kind> [flags] [--json]")
+		fmt.Fprintln(w, "usage: wamux bench [--memprofile=FILE] [--cpuprofile=FILE] <kind> [flags] [--json]")
 		fmt.Fprintln(w, "\nkinds:")
 		for _, k := range []string{"outbound", "receipts", "webhook"} {
 			fmt.Fprintf(w, "  %-9s %s\n", k, benchKinds[k].summary)

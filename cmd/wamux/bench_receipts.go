@@ -25,6 +25,7 @@ func runBenchReceipts(ctx context.Context, args []string, stdout, stderr io.Writ
 	seed := fs.Uint64("seed", 1, "seed of the generated stream")
 	ids := fs.String("wamids", bench.WAMIDsRandom, `provider message ids: "random" (shaped like the Cloud API's, sorting in no useful order, as real ones) or "sequential" (sorting in sending order, which flatters index inserts; runs before 2026-11-30)`)
 	bloomPerHour := fs.Uint("bloom-per-hour", 0, "distinct receipt keys an hour the L2 Bloom filter is sized for (0: the gateway's default, receipt_bloom_per_hour); the whole stream falls in about one hour")
+	baseline := fs.Bool("baseline", true, "also time raw batched inserts of the same rows (false: the pipeline alone, e.g. for a CPU profile)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: wamux bench receipts [flags]")
@@ -40,7 +41,7 @@ func runBenchReceipts(ctx context.Context, args []string, stdout, stderr io.Writ
 		return 2
 	}
 	rep, err := bench.RunReceipts(ctx, bench.ReceiptsConfig{Receipts: *n, Messages: *m, Dup: *dup, Reorder: *reorder,
-		Store: *storeSpec, Batch: *batch, Callers: *callers, Seed: *seed, WAMIDs: *ids, BloomPerHour: *bloomPerHour})
+		Store: *storeSpec, Batch: *batch, Callers: *callers, Seed: *seed, WAMIDs: *ids, BloomPerHour: *bloomPerHour, NoBaseline: !*baseline})
 	if err != nil {
 		fmt.Fprintf(stderr, "wamux bench receipts: %v\n", err)
 		return 1
