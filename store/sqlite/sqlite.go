@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,7 +31,6 @@ import (
 const (
 	BusyTimeoutDefault = 5 * time.Second
 	MaxBatchDefault    = 512
-	ReadConnsDefault   = 4
 	CacheKiBDefault    = 32 << 10
 	// CheckpointEveryDefault paces the background WAL checkpoints.
 	CheckpointEveryDefault = 200 * time.Millisecond
@@ -57,7 +57,12 @@ type Options struct {
 	// MaxBatch bounds how many write requests share one transaction. Larger
 	// batches amortise the fsync over more callers but delay the first.
 	MaxBatch int
-	// ReadConns is the size of the read-only connection pool.
+	// ReadConns is the size of the read-only connection pool; by default
+	// half the processors Go may use (GOMAXPROCS), at least one, at most
+	// four. Reads and the single writer share the CPU, and the writer is
+	// what bounds the store: readers that may take every core leave it
+	// waiting for one (docs/BENCHMARKS.md, ninth session: one reader
+	// instead of four on two cores, +5 to +8 % receipts/s).
 	ReadConns int
 	// CacheKiB is the page cache of the writer connection. SQLite's 2 MiB
 	// default makes inserts into a large receipts table re-read index pages
@@ -101,7 +106,7 @@ func (o *Options) setDefaults() {
 		o.MaxBatch = MaxBatchDefault
 	}
 	if o.ReadConns <= 0 {
-		o.ReadConns = ReadConnsDefault
+		o.ReadConns = min(max(1, runtime.GOMAXPROCS(0)/2), 4)
 	}
 	if o.CacheKiB <= 0 {
 		o.CacheKiB = CacheKiBDefault
