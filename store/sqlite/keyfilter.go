@@ -67,6 +67,11 @@ func (f *keyFilter) add(h msgHash) {
 	}
 }
 
+// usable reports whether absent can answer true at all.
+func (f *keyFilter) usable() bool {
+	return f != nil && f.ready.Load() && !f.broken.Load()
+}
+
 // absent reports whether the index surely lacks h: false until the scan
 // of the index is done, and for every message it holds.
 func (f *keyFilter) absent(h msgHash) bool {

@@ -148,6 +148,35 @@ func (s *Store) lookupNumbers(keys []store.StateKey, seq []int64) (known, unknow
 	return known, unknown
 }
 
+// numbered keeps of unknown (indexes into keys that lookupNumbers found
+// neither in the cache nor in the tail) those that may have a number: the
+// index's filter drops the rest, unless the ledger holds a number beyond
+// the tail's last (another process numbered messages this store has not
+// caught up with). Such a message has no rows, so a read need not look
+// for it: most messages the receipt pipeline reads first are new ones.
+// The tail's bound is read before the ledger's highest number, so a
+// number committed in between fails the check rather than pass it.
+func (s *Store) numbered(ctx context.Context, keys []store.StateKey, unknown []int) ([]int, error) {
+	if len(unknown) == 0 || !s.filter.usable() {
+		return unknown, nil
+	}
+	_, last := s.tail.bounds()
+	var hi int64
+	if err := s.rqueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM message_keys`).Scan(&hi); err != nil {
+		return nil, fmt.Errorf("sqlite: read message keys: %w", wrapErr(err))
+	}
+	if hi > last {
+		return unknown, nil
+	}
+	rest := unknown[:0]
+	for _, j := range unknown {
+		if !s.filter.absent(s.numbers.hash(keys[j])) {
+			rest = append(rest, j)
+		}
+	}
+	return rest, nil
+}
+
 // loadKeyTail reads the index's bound and the ledger's tail above it,
 // before the writer starts.
 func (s *Store) loadKeyTail(ctx context.Context) error {

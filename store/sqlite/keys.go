@@ -164,6 +164,7 @@ func (w *writeTx) appendMessageKeys(keys []store.StateKey) error {
 	}
 	for i, k := range keys {
 		w.seqs.req[k] = last + int64(i) + 1
+		w.states.numbered(last + int64(i) + 1)
 	}
 	return nil
 }

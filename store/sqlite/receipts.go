@@ -67,6 +67,9 @@ func (s *Store) InsertReceipts(ctx context.Context, rs []wamux.Receipt) ([]bool,
 			if err := insertReceiptChunk(w, rs, uniq[start:end], seqs[start:end], out, now); err != nil {
 				return err
 			}
+			for j, i := range uniq[start:end] {
+				w.states.receipt(seqs[start+j], rs[i].Type)
+			}
 		}
 		return nil
 	})
@@ -88,9 +91,24 @@ func (s *Store) HasReceipts(ctx context.Context, keys []store.ReceiptKey) ([]boo
 	}
 	seq := make([]int64, len(keys))
 	known, unknown := s.lookupNumbers(msgs, seq)
+	// Messages the writer numbered lately are answered from memory.
+	uncached := known[:0]
+	for _, j := range known {
+		c, _ := s.states.get(seq[j])
+		if has, ok := c.hasReceipt(keys[j].Type); ok {
+			out[j] = has
+		} else {
+			uncached = append(uncached, j)
+		}
+	}
+	known = uncached
+	unknown, err := s.numbered(ctx, msgs, unknown)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: has receipts: %w", err)
+	}
 	var i int
 	var num int64
-	err := s.queryKeyed(ctx, known, func(rows int) string {
+	err = s.queryKeyed(ctx, known, func(rows int) string {
 		return multiInsert("WITH k(i, s, t) AS (VALUES ", 3, rows,
 			") SELECT k.i FROM k JOIN message_receipts r ON r.seq = k.s AND r.entry = k.t AND r.entry <> ''")
 	}, func(args []any, j int) []any {

@@ -16,26 +16,32 @@ const (
 	statesPerShard = 16 << 10
 )
 
-// stateCache holds the merged states this store's writer committed, by
-// message number, so that GetStates answers the receipt pipeline without
-// a read transaction. Reads are what make it worth having: SQLite empties
-// a reader connection's page cache whenever the WAL changed since its
-// last transaction, which under a steady writer is every time, so each
-// state read fetched its b-tree pages again (a quarter of the pipeline's
-// CPU in the profile of docs/BENCHMARKS.md, ninth session).
+// stateCache holds, by message number, what this store's writer
+// committed to a message's rows of message_receipts: its merged state and,
+// for messages the writer numbered itself, which receipt rows exist. Then
+// GetStates and HasReceipts answer the receipt pipeline without a read
+// transaction. Reads are what make it worth having: SQLite empties a
+// reader connection's page cache whenever the WAL changed since its last
+// transaction, which under a steady writer is every time, so each state
+// read or Bloom confirmation fetched its b-tree pages again (more than a
+// third of the pipeline's CPU in the profile of docs/BENCHMARKS.md, ninth
+// session).
 //
-// An entry is exactly the row the writer committed: only committed states
-// go in (the writer files a transaction's after its COMMIT and before it
-// answers the requests, so a caller that sees PutStates return finds its
-// states here), in the store's own precision (milliseconds), so a hit
-// returns what a read of the row would. Readers never add to it: a state
-// they read may already be older than one the writer is filing, and
-// states, unlike message numbers, change.
+// An entry holds exactly what the rows hold: only committed writes go in
+// (the writer files a transaction's after its COMMIT and before it
+// answers the requests, so a caller that sees a write return finds it
+// here), in the store's own precision (milliseconds), so a hit returns
+// what a read would. An entry is complete when the writer created it on
+// numbering the message (a new number has no rows yet) and has seen every
+// write to the message since: then a missing state or receipt bit means
+// the row does not exist. Readers never add to it: a state they read may
+// already be older than one the writer is filing, and states, unlike
+// message numbers, change.
 //
 // Another process writing the same file is noticed by the writer at the
 // start of its next transaction (PRAGMA data_version changes only for
 // commits of other connections, and the writer is this process's only
-// writing connection), which then forgets every state. Until then a
+// writing connection), which then forgets every entry. Until then a
 // reader may be answered from here with a state the other process has
 // since replaced. The receipt pipeline never relies on more: one account
 // is merged by one processor at a time (DESIGN), and even without the
@@ -51,12 +57,26 @@ type stateShard struct {
 	cur, prev map[int64]cachedState
 }
 
-// cachedState is one state row of message_receipts: its columns as
-// stored, the type as an index into stateTypes.
+// cachedState is what the cache knows of one message's rows: its state
+// row's columns as stored, the type as an index into stateTypes (0: no
+// state row known), and, when complete, its receipt rows (bit i: a
+// receipt of type stateTypes[i]).
 type cachedState struct {
 	event, stamp int64
 	code         int32
 	typ          uint8
+	receipts     uint8
+	complete     bool
+}
+
+// hasReceipt answers whether the message has a receipt row of type t,
+// when the entry knows (complete).
+func (c cachedState) hasReceipt(t wamux.ReceiptType) (has, known bool) {
+	if !c.complete {
+		return false, false
+	}
+	i := stateTypeIndex(t)
+	return i != 0 && c.receipts&(1<<i) != 0, true
 }
 
 // stateTypes are the types a cached state may have; a state of any other
@@ -108,18 +128,41 @@ func (c *stateCache) get(seq int64) (cachedState, bool) {
 	return cachedState{}, false
 }
 
-// put files a committed state; a state of a type outside stateTypes
-// (typ 0) removes the message instead, so no older state stays behind.
-func (c *stateCache) put(seq int64, v cachedState) {
-	sh := c.shard(seq)
+// apply files one committed write.
+func (c *stateCache) apply(op cacheOp) {
+	sh := c.shard(op.seq)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	delete(sh.prev, seq)
-	if v.typ == 0 {
-		delete(sh.cur, seq)
-		return
+	e, ok := sh.cur[op.seq]
+	if !ok {
+		e, ok = sh.prev[op.seq]
 	}
-	sh.putLocked(seq, v)
+	switch op.kind {
+	case opNumbered:
+		e, ok = cachedState{complete: true}, true
+	case opState:
+		if op.row.typ == 0 {
+			// A state the entry cannot hold: no older one may stay.
+			delete(sh.cur, op.seq)
+			delete(sh.prev, op.seq)
+			return
+		}
+		e.event, e.stamp, e.code, e.typ = op.row.event, op.row.stamp, op.row.code, op.row.typ
+		ok = true
+	case opReceipt:
+		if !ok || !e.complete {
+			return
+		}
+		if op.row.typ == 0 {
+			e.complete = false // a receipt type without a bit
+		} else {
+			e.receipts |= 1 << op.row.typ
+		}
+	}
+	if ok {
+		delete(sh.prev, op.seq)
+		sh.putLocked(op.seq, e)
+	}
 }
 
 func (sh *stateShard) putLocked(seq int64, v cachedState) {
@@ -149,26 +192,45 @@ func (c *stateCache) reset() {
 	}
 }
 
-// stateWrite is a state row a write request wrote, not yet committed.
-type stateWrite struct {
-	seq int64
-	row cachedState
+// cacheOp is one write of a request, not yet committed: a message
+// numbered, a state row written, a receipt row stored (row.typ its type).
+type cacheOp struct {
+	seq  int64
+	kind uint8
+	row  cachedState
 }
 
-// pendingStates are the state rows written inside the writer's open
+const (
+	opNumbered = iota
+	opState
+	opReceipt
+)
+
+// pendingStates are the cache's writes inside the writer's open
 // transaction: those of the request running (req) and of the requests
 // before it that succeeded (tx). Like seqs, they reach the cache only
 // once COMMIT succeeded.
 type pendingStates struct {
 	cache   *stateCache
-	req, tx []stateWrite
+	req, tx []cacheOp
 }
 
-func (p *pendingStates) add(seq int64, row cachedState) {
-	p.req = append(p.req, stateWrite{seq, row})
+// numbered notes a message the writer numbered, so with no rows yet.
+func (p *pendingStates) numbered(seq int64) {
+	p.req = append(p.req, cacheOp{seq: seq, kind: opNumbered})
 }
 
-// requestDone keeps a request's rows for the transaction, or drops them
+// state notes a state row written.
+func (p *pendingStates) state(seq int64, row cachedState) {
+	p.req = append(p.req, cacheOp{seq: seq, kind: opState, row: row})
+}
+
+// receipt notes a receipt row of type t stored (new or not).
+func (p *pendingStates) receipt(seq int64, t wamux.ReceiptType) {
+	p.req = append(p.req, cacheOp{seq: seq, kind: opReceipt, row: cachedState{typ: stateTypeIndex(t)}})
+}
+
+// requestDone keeps a request's writes for the transaction, or drops them
 // when the request was rolled back to its savepoint.
 func (p *pendingStates) requestDone(ok bool) {
 	if ok {
@@ -177,16 +239,16 @@ func (p *pendingStates) requestDone(ok bool) {
 	p.req = p.req[:0]
 }
 
-// txDone files the transaction's rows in order (a later write of one
-// message replaces an earlier), or, when the transaction failed, forgets
-// the messages they name: a failed COMMIT may have been durable after all.
+// txDone files the transaction's writes in order, or, when the
+// transaction failed, forgets the messages they name: a failed COMMIT may
+// have been durable after all.
 func (p *pendingStates) txDone(committed bool) {
 	p.requestDone(committed)
-	for _, w := range p.tx {
+	for _, op := range p.tx {
 		if committed {
-			p.cache.put(w.seq, w.row)
+			p.cache.apply(op)
 		} else {
-			p.cache.forget(w.seq)
+			p.cache.forget(op.seq)
 		}
 	}
 	p.tx = p.tx[:0]

@@ -2,6 +2,8 @@ package sqlite
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -135,15 +137,15 @@ func TestPendingStatesOfAFailedTransactionAreForgotten(t *testing.T) {
 	c := newStateCache()
 	p := pendingStates{cache: c}
 	old := cachedState{event: 1, stamp: 1, typ: 1}
-	p.add(7, old)
+	p.state(7, old)
 	p.requestDone(true)
 	p.txDone(true)
 	if got, ok := c.get(7); !ok || got != old {
 		t.Fatalf("committed row: %+v, %v", got, ok)
 	}
-	p.add(7, cachedState{event: 2, stamp: 2, typ: 3})
+	p.state(7, cachedState{event: 2, stamp: 2, typ: 3})
 	p.requestDone(true)
-	p.add(8, cachedState{event: 2, stamp: 2, typ: 3})
+	p.numbered(8)
 	p.requestDone(false)
 	p.txDone(false)
 	if got, ok := c.get(7); ok {
@@ -152,4 +154,151 @@ func TestPendingStatesOfAFailedTransactionAreForgotten(t *testing.T) {
 	if got, ok := c.get(8); ok {
 		t.Fatalf("a rolled-back request left %+v", got)
 	}
+}
+
+// Whatever GetStates and HasReceipts answer from the cache is what the
+// table says: random receipts and states of messages numbered by this
+// writer, by the index (the cache forgotten in between) and by requests
+// rolled back, then every key asked with the cache and again past it.
+func TestStateCacheAnswersAsTheTable(t *testing.T) {
+	s := openInternal(t)
+	ctx := t.Context()
+	rng := rand.New(rand.NewPCG(7, 7))
+	types := []wamux.ReceiptType{wamux.ReceiptSent, wamux.ReceiptDelivered, wamux.ReceiptRead, wamux.ReceiptFailed, "deleted"}
+	var msgs []store.StateKey
+	for i := range 120 {
+		msgs = append(msgs, store.StateKey{AccountID: fmt.Sprintf("acc%d", i%3), MessageID: fmt.Sprintf("wamid.%03d", i)})
+	}
+	receipt := func(k store.StateKey) wamux.Receipt {
+		return wamux.Receipt{MessageID: k.MessageID, AccountID: k.AccountID, Type: types[rng.IntN(len(types))],
+			EventTime: time.UnixMilli(int64(1000 + rng.IntN(5000)))}
+	}
+	errBoom := wamux.Errorf(wamux.EConflict, "boom")
+	for round := range 6 {
+		var rs []wamux.Receipt
+		var sts []store.MessageState
+		for range 40 {
+			k := msgs[rng.IntN(len(msgs))]
+			rs = append(rs, receipt(k))
+			if rng.IntN(3) == 0 {
+				r := receipt(k)
+				sts = append(sts, store.MessageState{StateKey: k, Type: r.Type, EventTime: r.EventTime})
+			}
+		}
+		if _, err := s.InsertReceipts(ctx, rs); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutStates(ctx, sts); err != nil {
+			t.Fatal(err)
+		}
+		// A request that numbers, stores and writes a state, then fails.
+		k := msgs[rng.IntN(len(msgs))]
+		lost := store.StateKey{AccountID: "acc9", MessageID: fmt.Sprintf("wamid.lost%d", round)}
+		err := s.write(ctx, func(w *writeTx) error {
+			seqs, err := w.messageSeqs([]store.StateKey{k, lost})
+			if err != nil {
+				return err
+			}
+			w.states.receipt(seqs[0], wamux.ReceiptRead)
+			w.states.receipt(seqs[1], wamux.ReceiptRead)
+			w.states.state(seqs[0], cachedState{event: 1, stamp: 1, typ: 3})
+			return errBoom
+		})
+		if !errors.Is(err, errBoom) {
+			t.Fatalf("failing request: %v", err)
+		}
+		msgs = append(msgs, lost)
+		switch round {
+		case 2:
+			fileKeysNow(t, s)
+			s.numbers.reset()
+		case 4:
+			s.states.reset() // later writes meet messages numbered before
+		}
+	}
+	var keys []store.ReceiptKey
+	for _, k := range msgs {
+		for _, typ := range types {
+			keys = append(keys, store.ReceiptKey{MessageID: k.MessageID, AccountID: k.AccountID, Type: typ})
+		}
+	}
+	has, err := s.HasReceipts(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	states, err := s.GetStates(ctx, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.states.reset()
+	wantHas, err := s.HasReceipts(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStates, err := s.GetStates(ctx, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := 0
+	for i := range keys {
+		if has[i] != wantHas[i] {
+			t.Errorf("HasReceipts(%v) = %v from the cache, %v from the table", keys[i], has[i], wantHas[i])
+		}
+		if wantHas[i] {
+			stored++
+		}
+	}
+	if len(states) != len(wantStates) {
+		t.Errorf("%d states from the cache, %d from the table", len(states), len(wantStates))
+	}
+	for k, want := range wantStates {
+		if got := states[k]; got != want {
+			t.Errorf("state of %v = %+v from the cache, %+v from the table", k, got, want)
+		}
+	}
+	if stored < 100 || len(wantStates) < 50 {
+		t.Fatalf("only %d receipts and %d states stored; the test asks too little", stored, len(wantStates))
+	}
+}
+
+// Reads skip the index for messages its filter says it lacks only while
+// the ledger holds no number this store has not caught up with: a message
+// another process numbered and filed in the index since is found, with
+// its receipt and state, before this store writes again.
+func TestReadsFindWhatAnotherProcessNumberedAndFiled(t *testing.T) {
+	a := openInternal(t)
+	ctx := t.Context()
+	b, err := Open(ctx, a.path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	filterReady(t, b)
+	fresh := store.StateKey{AccountID: "acc1", MessageID: "wamid.never"}
+	k := store.StateKey{AccountID: "acc1", MessageID: "wamid.B"}
+	rk := store.ReceiptKey{MessageID: k.MessageID, AccountID: k.AccountID, Type: wamux.ReceiptSent}
+	ask := func(want bool) {
+		t.Helper()
+		has, err := a.HasReceipts(ctx, []store.ReceiptKey{rk, {MessageID: fresh.MessageID, AccountID: fresh.AccountID, Type: wamux.ReceiptSent}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := a.GetStates(ctx, []store.StateKey{k, fresh})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if has[0] != want || (st[k].Type == wamux.ReceiptSent) != want || has[1] || len(st) > 1 {
+			t.Fatalf("has %v, states %+v; want the receipt and state of %v: %v", has, st, k, want)
+		}
+	}
+	ask(false)
+	if _, err := b.InsertReceipts(ctx, []wamux.Receipt{{MessageID: k.MessageID, AccountID: k.AccountID,
+		Type: wamux.ReceiptSent, EventTime: time.UnixMilli(1000)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PutStates(ctx, []store.MessageState{{StateKey: k, Type: wamux.ReceiptSent, EventTime: time.UnixMilli(1000)}}); err != nil {
+		t.Fatal(err)
+	}
+	fileKeysNow(t, b)
+	ask(true)
 }

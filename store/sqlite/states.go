@@ -24,18 +24,25 @@ func (s *Store) GetStates(ctx context.Context, keys []store.StateKey) (map[store
 	out := make(map[store.StateKey]store.MessageState, len(keys))
 	seq := make([]int64, len(keys))
 	known, unknown := s.lookupNumbers(keys, seq)
-	// States the writer committed lately are answered from memory.
+	// States the writer committed lately are answered from memory, and so
+	// is the absence of one for messages it numbered lately.
 	uncached := known[:0]
 	for _, j := range known {
 		c, ok := s.states.get(seq[j])
-		if !ok {
-			uncached = append(uncached, j)
+		if !ok || c.typ == 0 {
+			if !c.complete {
+				uncached = append(uncached, j)
+			}
 			continue
 		}
 		out[keys[j]] = store.MessageState{StateKey: keys[j], Type: stateTypes[c.typ], EventTime: fromMS(c.event),
 			ErrorCode: int(c.code), UpdatedAt: fromMS(c.stamp)}
 	}
 	known = uncached
+	unknown, err := s.numbered(ctx, keys, unknown)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get states: %w", err)
+	}
 	var st store.MessageState
 	var typ string
 	var event, updated, num int64
@@ -45,7 +52,7 @@ func (s *Store) GetStates(ctx context.Context, keys []store.StateKey) (map[store
 		st.Type, st.EventTime, st.UpdatedAt = wamux.ReceiptType(typ), fromMS(event), fromMS(updated)
 		out[k] = st
 	}
-	err := s.queryKeyed(ctx, known, func(rows int) string {
+	err = s.queryKeyed(ctx, known, func(rows int) string {
 		// The dispatcher asks for one key after every accepted send; a
 		// plain key lookup skips the VALUES table.
 		if rows == 1 {
@@ -132,7 +139,7 @@ func (w *writeTx) putStates(states []store.MessageState, keys []store.StateKey, 
 			}
 			args = append(args, seqs[start+j], "", string(st.Type), ms(st.EventTime), st.ErrorCode, updated)
 			if i == j {
-				w.states.add(seqs[start+j], cacheable(st, updated))
+				w.states.state(seqs[start+j], cacheable(st, updated))
 			}
 		}
 		q := multiInsert(`INSERT INTO message_receipts (seq, entry, type, event_time, error_code, stamp)
