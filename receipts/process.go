@@ -89,21 +89,30 @@ func (p *Pipeline) process(ctx context.Context, part int, batch []store.LoggedRe
 		candRs[j] = batch[i].Receipt
 	}
 	var fresh []bool
-	insDone := make(chan error, 1)
-	go func() {
-		insDone <- p.retry(ctx, "insert receipts", func(ctx context.Context) error {
-			var err error
-			fresh, err = p.st.InsertReceipts(ctx, candRs)
-			return err
-		})
-	}()
 	decisions := make([]Decision, len(batch))
-	mergeErr := p.merge(ctx, batch, cand, decisions, now, lateWindow)
-	if err := <-insDone; err != nil {
-		return err
-	}
-	if mergeErr != nil {
-		return mergeErr
+	if both, ok := p.st.(store.ReceiptStateWriter); ok {
+		// The store writes receipts and states together for less: the
+		// merge stores the candidates with the states they make.
+		var err error
+		if fresh, err = p.merge(ctx, batch, cand, decisions, now, lateWindow, both, candRs); err != nil {
+			return err
+		}
+	} else {
+		insDone := make(chan error, 1)
+		go func() {
+			insDone <- p.retry(ctx, "insert receipts", func(ctx context.Context) error {
+				var err error
+				fresh, err = p.st.InsertReceipts(ctx, candRs)
+				return err
+			})
+		}()
+		_, mergeErr := p.merge(ctx, batch, cand, decisions, now, lateWindow, nil, nil)
+		if err := <-insDone; err != nil {
+			return err
+		}
+		if mergeErr != nil {
+			return mergeErr
+		}
 	}
 
 	var late []store.LateReceipt
@@ -182,9 +191,10 @@ func (p *Pipeline) lateWindow() time.Duration {
 // each one's decision, and writes the changed states while it resolves
 // their outbound messages: both only move forward, so neither has to wait
 // for the other, and a crash before the log is acknowledged repeats them
-// harmlessly.
+// harmlessly. With both set it stores the receipts ins in the same write
+// as the states and returns InsertReceipts' answer for them.
 func (p *Pipeline) merge(ctx context.Context, batch []store.LoggedReceipt, idx []int, decisions []Decision,
-	now time.Time, lateWindow time.Duration) error {
+	now time.Time, lateWindow time.Duration, both store.ReceiptStateWriter, ins []wamux.Receipt) ([]bool, error) {
 	skeys := make([]store.StateKey, 0, len(idx))
 	seen := make(map[store.StateKey]bool, len(idx))
 	for _, i := range idx {
@@ -201,7 +211,7 @@ func (p *Pipeline) merge(ctx context.Context, batch []store.LoggedReceipt, idx [
 		return err
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	changed := make(map[store.StateKey]*resolution)
 	var order []store.StateKey
@@ -229,8 +239,23 @@ func (p *Pipeline) merge(ctx context.Context, batch []store.LoggedReceipt, idx [
 			callbacks[k] = r.CallbackData
 		}
 	}
+	var fresh []bool
+	write := func(states []store.MessageState) error {
+		if both == nil {
+			return p.retry(ctx, "write states", func(ctx context.Context) error { return p.st.PutStates(ctx, states) })
+		}
+		return p.retry(ctx, "store receipts and states", func(ctx context.Context) error {
+			var err error
+			fresh, err = both.InsertReceiptsPutStates(ctx, ins, states)
+			return err
+		})
+	}
 	if len(order) == 0 {
-		return nil
+		if both == nil {
+			return nil, nil
+		}
+		err := write(nil)
+		return fresh, err
 	}
 	states := make([]store.MessageState, 0, len(order))
 	resolve := make([]resolution, 0, len(order))
@@ -241,14 +266,12 @@ func (p *Pipeline) merge(ctx context.Context, batch []store.LoggedReceipt, idx [
 		resolve = append(resolve, *res)
 	}
 	putDone := make(chan error, 1)
-	go func() {
-		putDone <- p.retry(ctx, "write states", func(ctx context.Context) error { return p.st.PutStates(ctx, states) })
-	}()
+	go func() { putDone <- write(states) }()
 	resErr := p.resolve(ctx, resolve)
 	if err := <-putDone; err != nil {
-		return fmt.Errorf("receipts: merge: %w", err)
+		return nil, fmt.Errorf("receipts: merge: %w", err)
 	}
-	return resErr
+	return fresh, resErr
 }
 
 // ack deletes a processed batch from the log and reports how many entries

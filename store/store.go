@@ -175,6 +175,17 @@ func ValidateUpdates(us ...MessageUpdate) error {
 	return nil
 }
 
+// ReceiptStateWriter is implemented by stores for which one write of
+// receipts and states together costs less than two: the receipt pipeline
+// then stores a batch's receipts and the states they merge into in one
+// call instead of InsertReceipts and PutStates.
+type ReceiptStateWriter interface {
+	// InsertReceiptsPutStates is InsertReceipts(rs) and PutStates(states)
+	// as one atomic write: both are durable when it returns nil, neither
+	// when it fails.
+	InsertReceiptsPutStates(ctx context.Context, rs []wamux.Receipt, states []MessageState) ([]bool, error)
+}
+
 // ReceiptStore keeps receipts, the merged current status per provider
 // message, the late-receipt audit and dead letters.
 type ReceiptStore interface {

@@ -154,18 +154,19 @@ func (s *Store) lookupNumbers(keys []store.StateKey, seq []int64) (known, unknow
 // the tail's last (another process numbered messages this store has not
 // caught up with). Such a message has no rows, so a read need not look
 // for it: most messages the receipt pipeline reads first are new ones.
-// The tail's bound is read before the ledger's highest number, so a
-// number committed in between fails the check rather than pass it.
+// A number the writer committed (or caught up with) after lookupNumbers
+// looked may pass the check without having been seen: the answer for its
+// message is then the one from before that commit, which a read
+// overlapping the commit may give.
 func (s *Store) numbered(ctx context.Context, keys []store.StateKey, unknown []int) ([]int, error) {
 	if len(unknown) == 0 || !s.filter.usable() {
 		return unknown, nil
 	}
-	_, last := s.tail.bounds()
 	var hi int64
 	if err := s.rqueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM message_keys`).Scan(&hi); err != nil {
 		return nil, fmt.Errorf("sqlite: read message keys: %w", wrapErr(err))
 	}
-	if hi > last {
+	if _, last := s.tail.bounds(); hi > last {
 		return unknown, nil
 	}
 	rest := unknown[:0]

@@ -38,10 +38,21 @@ const maxKeyRows = 1024
 // statements with ON CONFLICT DO NOTHING; the keys RETURNING reports are
 // the new ones.
 func (s *Store) InsertReceipts(ctx context.Context, rs []wamux.Receipt) ([]bool, error) {
-	if len(rs) == 0 {
+	return s.InsertReceiptsPutStates(ctx, rs, nil)
+}
+
+// InsertReceiptsPutStates stores rs and writes states in one write
+// request (store.ReceiptStateWriter): the states' messages are numbered by
+// then, and their rows sit on the pages the receipts just dirtied.
+func (s *Store) InsertReceiptsPutStates(ctx context.Context, rs []wamux.Receipt, states []store.MessageState) ([]bool, error) {
+	if len(rs) == 0 && len(states) == 0 {
 		return nil, nil
 	}
 	if err := store.ValidateReceipts(rs); err != nil {
+		return nil, err
+	}
+	stateKeys, err := validateStates(states)
+	if err != nil {
 		return nil, err
 	}
 	first := make(map[store.ReceiptKey]struct{}, len(rs))
@@ -55,21 +66,29 @@ func (s *Store) InsertReceipts(ctx context.Context, rs []wamux.Receipt) ([]bool,
 			keys = append(keys, store.StateKey{AccountID: rs[i].AccountID, MessageID: rs[i].MessageID})
 		}
 	}
-	out := make([]bool, len(rs))
+	var out []bool
+	if len(rs) > 0 {
+		out = make([]bool, len(rs))
+	}
 	now := ms(s.now())
-	err := s.write(ctx, func(w *writeTx) error {
-		seqs, err := w.messageSeqs(keys)
-		if err != nil {
-			return err
-		}
-		for start := 0; start < len(uniq); start += maxReceiptRows {
-			end := min(start+maxReceiptRows, len(uniq))
-			if err := insertReceiptChunk(w, rs, uniq[start:end], seqs[start:end], out, now); err != nil {
+	err = s.write(ctx, func(w *writeTx) error {
+		if len(uniq) > 0 {
+			seqs, err := w.messageSeqs(keys)
+			if err != nil {
 				return err
 			}
-			for j, i := range uniq[start:end] {
-				w.states.receipt(seqs[start+j], rs[i].Type)
+			for start := 0; start < len(uniq); start += maxReceiptRows {
+				end := min(start+maxReceiptRows, len(uniq))
+				if err := insertReceiptChunk(w, rs, uniq[start:end], seqs[start:end], out, now); err != nil {
+					return err
+				}
+				for j, i := range uniq[start:end] {
+					w.states.receipt(seqs[start+j], rs[i].Type)
+				}
 			}
+		}
+		if len(states) > 0 {
+			return w.putStates(states, stateKeys, now)
 		}
 		return nil
 	})

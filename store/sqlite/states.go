@@ -104,17 +104,25 @@ func (s *Store) PutStates(ctx context.Context, states []store.MessageState) erro
 	if len(states) == 0 {
 		return nil
 	}
-	for i := range states {
-		if states[i].AccountID == "" || states[i].MessageID == "" {
-			return wamux.Errorf(wamux.EInvalid, "state %d needs account_id and message_id", i)
-		}
+	keys, err := validateStates(states)
+	if err != nil {
+		return err
 	}
 	now := ms(s.now())
+	return s.write(ctx, func(w *writeTx) error { return w.putStates(states, keys, now) })
+}
+
+// validateStates checks that every state names its message and returns
+// their keys.
+func validateStates(states []store.MessageState) ([]store.StateKey, error) {
 	keys := make([]store.StateKey, len(states))
 	for i := range states {
+		if states[i].AccountID == "" || states[i].MessageID == "" {
+			return nil, wamux.Errorf(wamux.EInvalid, "state %d needs account_id and message_id", i)
+		}
 		keys[i] = states[i].StateKey
 	}
-	return s.write(ctx, func(w *writeTx) error { return w.putStates(states, keys, now) })
+	return keys, nil
 }
 
 // putStates writes the state rows of PutStates inside the writer's

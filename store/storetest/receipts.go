@@ -150,6 +150,43 @@ func testReceipts(t *testing.T, newStore NewStore) {
 		_, err := s.InsertReceipts(ctx(t), []wamux.Receipt{{MessageID: "w1", Type: wamux.ReceiptSent}})
 		wantCode(t, err, wamux.EInvalid)
 	})
+	t.Run("WithStates", func(t *testing.T) {
+		s := newStore(t)
+		w, ok := s.(store.ReceiptStateWriter)
+		if !ok {
+			t.Skip("the store writes receipts and states apart")
+		}
+		a := testReceipt("w1", "acc1", wamux.ReceiptSent)
+		b := testReceipt("w1", "acc1", wamux.ReceiptRead)
+		c := testReceipt("w2", "acc1", wamux.ReceiptSent)
+		st := func(r wamux.Receipt) store.MessageState {
+			return store.MessageState{StateKey: store.StateKey{AccountID: r.AccountID, MessageID: r.MessageID}, Type: r.Type, EventTime: r.EventTime}
+		}
+		got, err := w.InsertReceiptsPutStates(ctx(t), []wamux.Receipt{a, c}, []store.MessageState{st(a), st(c)})
+		must(t, err)
+		wantBools(t, "first write", got, true, true)
+		// A bad state fails the whole write: b is not stored either.
+		_, err = w.InsertReceiptsPutStates(ctx(t), []wamux.Receipt{b}, []store.MessageState{st(b), {Type: wamux.ReceiptRead}})
+		wantCode(t, err, wamux.EInvalid)
+		has, err := s.HasReceipts(ctx(t), []store.ReceiptKey{key(a), key(b), key(c)})
+		must(t, err)
+		wantBools(t, "HasReceipts after the failed write", has, true, false, true)
+		got, err = w.InsertReceiptsPutStates(ctx(t), []wamux.Receipt{a, b}, []store.MessageState{st(b)})
+		must(t, err)
+		wantBools(t, "second write", got, false, true)
+		states, err := s.GetStates(ctx(t), []store.StateKey{st(a).StateKey, st(c).StateKey})
+		must(t, err)
+		if g := states[st(a).StateKey]; g.Type != wamux.ReceiptRead || !g.EventTime.Equal(b.EventTime) {
+			t.Fatalf("state of w1 = %+v, want read", g)
+		}
+		if g := states[st(c).StateKey]; g.Type != wamux.ReceiptSent {
+			t.Fatalf("state of w2 = %+v, want sent", g)
+		}
+		got, err = w.InsertReceiptsPutStates(ctx(t), nil, nil)
+		if err != nil || len(got) != 0 {
+			t.Fatalf("empty write = %v, %v", got, err)
+		}
+	})
 }
 
 func testStates(t *testing.T, s store.Store) {
