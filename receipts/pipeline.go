@@ -20,7 +20,13 @@ import (
 
 // Defaults of Config.
 const (
-	PartitionsDefault = 8
+	// PartitionsDefault is 4: each partition's processor issues its own
+	// store writes, so fewer partitions make larger batches and fewer
+	// write requests for the one SQLite writer, which bounds the pipeline
+	// (bench receipts on 2 cores: 4 partitions +3 to +4 % over 8, 2 about
+	// the same as 4; docs/BENCHMARKS.md, ninth session), while a poison
+	// account still holds up only a quarter of the accounts.
+	PartitionsDefault = 4
 	// BatchMinDefault and BatchWaitDefault: a partition processes as soon
 	// as 50 receipts wait, or 200 ms after the first one arrived.
 	BatchMinDefault  = 50
