@@ -94,9 +94,16 @@ func (p *Pipeline) drainAppends() {
 // the store refuses the combined batch for good (not a transient failure),
 // each call is tried alone, so one caller's bad input fails only itself.
 func (p *Pipeline) appendBatch(batch []*appendReq) {
-	var all []wamux.Receipt
-	for _, r := range batch {
-		all = append(all, r.rs...)
+	all := batch[0].rs
+	if len(batch) > 1 {
+		n := 0
+		for _, r := range batch {
+			n += len(r.rs)
+		}
+		all = make([]wamux.Receipt, 0, n)
+		for _, r := range batch {
+			all = append(all, r.rs...)
+		}
 	}
 	ctx := context.WithoutCancel(p.ctx)
 	var ids []int64

@@ -404,14 +404,25 @@ func (p *Pipeline) Ingest(ctx context.Context, source string, rs []wamux.Receipt
 // dispatch queues logged receipts with their partitions; when a queue
 // stays full, or merging is paused, they are left to the log (spilled).
 func (p *Pipeline) dispatch(ctx context.Context, ids []int64, rs []wamux.Receipt) {
-	byPart := make(map[int][]store.LoggedReceipt, 1)
-	for i, r := range rs {
-		pi := p.partitionOf(r.AccountID)
-		byPart[pi] = append(byPart[pi], store.LoggedReceipt{ID: ids[i], Receipt: r})
+	// Two passes, so each partition's slice is allocated once at its size.
+	of := make([]int, len(rs))
+	counts := make([]int, len(p.parts))
+	for i := range rs {
+		of[i] = p.partitionOf(rs[i].AccountID)
+		counts[of[i]]++
+	}
+	byPart := make([][]store.LoggedReceipt, len(p.parts))
+	for pi, n := range counts {
+		if n > 0 {
+			byPart[pi] = make([]store.LoggedReceipt, 0, n)
+		}
+	}
+	for i := range rs {
+		byPart[of[i]] = append(byPart[of[i]], store.LoggedReceipt{ID: ids[i], Receipt: rs[i]})
 	}
 	paused := p.paused.Load()
 	for pi, ls := range byPart {
-		if p.parts[pi].offer(ctx, ls, p.cfg.QueueCap, paused, p.cfg.SpillAfter) {
+		if len(ls) > 0 && p.parts[pi].offer(ctx, ls, p.cfg.QueueCap, paused, p.cfg.SpillAfter) {
 			p.c.spilled.Add(int64(len(ls)))
 		}
 	}

@@ -196,11 +196,11 @@ func (p *Pipeline) lateWindow() time.Duration {
 func (p *Pipeline) merge(ctx context.Context, batch []store.LoggedReceipt, idx []int, decisions []Decision,
 	now time.Time, lateWindow time.Duration, both store.ReceiptStateWriter, ins []wamux.Receipt) ([]bool, error) {
 	skeys := make([]store.StateKey, 0, len(idx))
-	seen := make(map[store.StateKey]bool, len(idx))
+	at := make(map[store.StateKey]int, len(idx)) // key → its index in skeys
 	for _, i := range idx {
 		k := store.StateKey{AccountID: batch[i].AccountID, MessageID: batch[i].MessageID}
-		if !seen[k] {
-			seen[k] = true
+		if _, ok := at[k]; !ok {
+			at[k] = len(skeys)
 			skeys = append(skeys, k)
 		}
 	}
@@ -213,12 +213,14 @@ func (p *Pipeline) merge(ctx context.Context, batch []store.LoggedReceipt, idx [
 	if err != nil {
 		return nil, err
 	}
-	changed := make(map[store.StateKey]*resolution)
-	var order []store.StateKey
-	callbacks := make(map[store.StateKey]string)
+	// One entry per message, by its index in skeys; order lists the
+	// changed ones in the order they first changed.
+	entries := make([]resolution, len(skeys))
+	var order []int
 	for _, i := range idx {
 		r := batch[i].Receipt
 		k := store.StateKey{AccountID: r.AccountID, MessageID: r.MessageID}
+		j := at[k]
 		var c *store.MessageState
 		if s, ok := cur[k]; ok {
 			c = &s
@@ -227,16 +229,13 @@ func (p *Pipeline) merge(ctx context.Context, batch []store.LoggedReceipt, idx [
 		decisions[i] = d
 		if d == Apply {
 			cur[k] = next
-			res, ok := changed[k]
-			if !ok {
-				res = &resolution{}
-				changed[k] = res
-				order = append(order, k)
+			if entries[j].state.MessageID == "" {
+				order = append(order, j)
 			}
-			res.state, res.receipt = next, r
+			entries[j].state, entries[j].receipt = next, r
 		}
-		if r.CallbackData != "" && callbacks[k] == "" {
-			callbacks[k] = r.CallbackData
+		if r.CallbackData != "" && entries[j].callback == "" {
+			entries[j].callback = r.CallbackData
 		}
 	}
 	var fresh []bool
@@ -259,11 +258,9 @@ func (p *Pipeline) merge(ctx context.Context, batch []store.LoggedReceipt, idx [
 	}
 	states := make([]store.MessageState, 0, len(order))
 	resolve := make([]resolution, 0, len(order))
-	for _, k := range order {
-		res := changed[k]
-		res.callback = callbacks[k]
-		states = append(states, res.state)
-		resolve = append(resolve, *res)
+	for _, j := range order {
+		states = append(states, entries[j].state)
+		resolve = append(resolve, entries[j])
 	}
 	putDone := make(chan error, 1)
 	go func() { putDone <- write(states) }()
