@@ -36,7 +36,9 @@ const (
 // write to the message since: then a missing state or receipt bit means
 // the row does not exist. Readers never add to it: a state they read may
 // already be older than one the writer is filing, and states, unlike
-// message numbers, change.
+// message numbers, change. Nothing deletes from message_receipts; a
+// retention job that does must reset the cache, or a Bloom hit could be
+// confirmed by a receipt no longer stored.
 //
 // Another process writing the same file is noticed by the writer at the
 // start of its next transaction (PRAGMA data_version changes only for

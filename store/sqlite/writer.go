@@ -247,8 +247,8 @@ type writeTx struct {
 	args []any
 	// seqs caches message numbers (keys.go).
 	seqs seqs
-	// states are the state rows written in the open transaction, bound
-	// for the store's state cache (statecache.go).
+	// states are the open transaction's writes that the store's state
+	// cache will learn once it commits (statecache.go).
 	states pendingStates
 	// dataVersion is the connection's PRAGMA data_version when the last
 	// transaction began (-1 before the first).
