@@ -37,19 +37,7 @@ func TestRolledBackMessageNumbersAreForgotten(t *testing.T) {
 
 	// In a batch: the blocker holds the writer so that both requests share
 	// one transaction; the first is rolled back to its savepoint.
-	release, blockerDone := blockWriter(t, s)
-	failed := enqueue(s, numberThenFail(a, errBoom))
-	other := enqueue(s, setting("other"))
-	release()
-	if err := <-blockerDone; err != nil {
-		t.Fatalf("blocker: %v", err)
-	}
-	if err := <-failed.done; !errors.Is(err, errBoom) {
-		t.Fatalf("failed request: %v, want its own error", err)
-	}
-	if err := <-other.done; err != nil {
-		t.Fatalf("other request: %v", err)
-	}
+	failInSharedBatch(t, s, numberThenFail(a, errBoom), errBoom)
 	// Alone: the failure rolls back the whole transaction.
 	if err := s.write(ctx, numberThenFail(b, errBoom)); !errors.Is(err, errBoom) {
 		t.Fatalf("lone request: %v, want its own error", err)

@@ -67,19 +67,7 @@ func TestStateCacheHoldsCommittedRowsOnly(t *testing.T) {
 			return errBoom
 		}
 	}
-	release, blockerDone := blockWriter(t, s)
-	failed := enqueue(s, putThenFail(wamux.ReceiptRead))
-	other := enqueue(s, setting("other"))
-	release()
-	if err := <-blockerDone; err != nil {
-		t.Fatalf("blocker: %v", err)
-	}
-	if err := <-failed.done; !errors.Is(err, errBoom) {
-		t.Fatalf("failed request: %v, want its own error", err)
-	}
-	if err := <-other.done; err != nil {
-		t.Fatalf("other request: %v", err)
-	}
+	failInSharedBatch(t, s, putThenFail(wamux.ReceiptRead), errBoom)
 	if got, _ := getState(t, s, k); got != before {
 		t.Fatalf("after a request rolled back to its savepoint: %+v, want %+v", got, before)
 	}
@@ -106,11 +94,7 @@ func TestStateCacheHoldsCommittedRowsOnly(t *testing.T) {
 func TestStateCacheForgetsWhatAnotherProcessWrote(t *testing.T) {
 	a := openInternal(t)
 	ctx := t.Context()
-	b, err := Open(ctx, a.path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openSecond(t, a)
 	k := store.StateKey{AccountID: "acc1", MessageID: "wamid.P"}
 	if err := a.PutStates(ctx, []store.MessageState{{StateKey: k, Type: wamux.ReceiptSent, EventTime: time.UnixMilli(1000)}}); err != nil {
 		t.Fatal(err)
@@ -268,12 +252,7 @@ func TestStateCacheAnswersAsTheTable(t *testing.T) {
 func TestReadsFindWhatAnotherProcessNumberedAndFiled(t *testing.T) {
 	a := openInternal(t)
 	ctx := t.Context()
-	b, err := Open(ctx, a.path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	filterReady(t, b)
+	b := openSecond(t, a)
 	fresh := store.StateKey{AccountID: "acc1", MessageID: "wamid.never"}
 	k := store.StateKey{AccountID: "acc1", MessageID: "wamid.B"}
 	rk := store.ReceiptKey{MessageID: k.MessageID, AccountID: k.AccountID, Type: wamux.ReceiptSent}

@@ -51,6 +51,39 @@ func blockWriter(t *testing.T, s *Store) (release func(), done <-chan error) {
 	return func() { close(gate) }, errc
 }
 
+// failInSharedBatch runs fn, which must fail with errBoom, in one
+// transaction with another request that succeeds (the blocker holds the
+// writer until both are queued): fn is rolled back to its savepoint only.
+func failInSharedBatch(t *testing.T, s *Store, fn func(w *writeTx) error, errBoom error) {
+	t.Helper()
+	release, blockerDone := blockWriter(t, s)
+	failed := enqueue(s, fn)
+	other := enqueue(s, setting("other"))
+	release()
+	if err := <-blockerDone; err != nil {
+		t.Fatalf("blocker: %v", err)
+	}
+	if err := <-failed.done; !errors.Is(err, errBoom) {
+		t.Fatalf("failed request: %v, want its own error", err)
+	}
+	if err := <-other.done; err != nil {
+		t.Fatalf("other request: %v", err)
+	}
+}
+
+// openSecond opens another store on s's file, as a second process would,
+// with its key filter loaded.
+func openSecond(t *testing.T, s *Store) *Store {
+	t.Helper()
+	b, err := Open(t.Context(), s.path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	filterReady(t, b)
+	return b
+}
+
 func enqueue(s *Store, fn func(w *writeTx) error) *request {
 	r := &request{ctx: context.Background(), fn: fn, done: make(chan error, 1)}
 	s.reqs <- r
