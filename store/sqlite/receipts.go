@@ -72,9 +72,10 @@ func (s *Store) InsertReceiptsPutStates(ctx context.Context, rs []wamux.Receipt,
 	}
 	now := ms(s.now())
 	err = s.write(ctx, func(w *writeTx) error {
+		var seqs []int64
 		if len(uniq) > 0 {
-			seqs, err := w.messageSeqs(keys)
-			if err != nil {
+			var err error
+			if seqs, err = w.messageSeqs(keys); err != nil {
 				return err
 			}
 			for start := 0; start < len(uniq); start += maxReceiptRows {
@@ -87,10 +88,38 @@ func (s *Store) InsertReceiptsPutStates(ctx context.Context, rs []wamux.Receipt,
 				}
 			}
 		}
-		if len(states) > 0 {
-			return w.putStates(states, stateKeys, now)
+		if len(states) == 0 {
+			return nil
 		}
-		return nil
+		// The states are most often of the receipts' messages, numbered
+		// just now: take those numbers rather than look them up again.
+		seqOf := make(map[store.StateKey]int64, len(keys))
+		for j, k := range keys {
+			seqOf[k] = seqs[j]
+		}
+		stateSeqs := make([]int64, len(states))
+		var rest []int
+		for i, k := range stateKeys {
+			if v, ok := seqOf[k]; ok {
+				stateSeqs[i] = v
+			} else {
+				rest = append(rest, i)
+			}
+		}
+		if len(rest) > 0 {
+			restKeys := make([]store.StateKey, len(rest))
+			for j, i := range rest {
+				restKeys[j] = stateKeys[i]
+			}
+			got, err := w.messageSeqs(restKeys)
+			if err != nil {
+				return err
+			}
+			for j, i := range rest {
+				stateSeqs[i] = got[j]
+			}
+		}
+		return w.writeStates(states, stateSeqs, now)
 	})
 	if err != nil {
 		return nil, err

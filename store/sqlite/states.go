@@ -133,6 +133,12 @@ func (w *writeTx) putStates(states []store.MessageState, keys []store.StateKey, 
 	if err != nil {
 		return err
 	}
+	return w.writeStates(states, seqs, now)
+}
+
+// writeStates writes the state rows of states, whose messages are
+// numbered seqs.
+func (w *writeTx) writeStates(states []store.MessageState, seqs []int64, now int64) error {
 	args := make([]any, 0, min(padRows(len(states)), maxStateRows)*stateColCount)
 	for start := 0; start < len(states); start += maxStateRows {
 		chunk := states[start:min(start+maxStateRows, len(states))]

@@ -171,11 +171,16 @@ func testReceipts(t *testing.T, newStore NewStore) {
 		has, err := s.HasReceipts(ctx(t), []store.ReceiptKey{key(a), key(b), key(c)})
 		must(t, err)
 		wantBools(t, "HasReceipts after the failed write", has, true, false, true)
-		got, err = w.InsertReceiptsPutStates(ctx(t), []wamux.Receipt{a, b}, []store.MessageState{st(b)})
+		// A state may be of a message none of the receipts is about.
+		d := testReceipt("w3", "acc2", wamux.ReceiptDelivered)
+		got, err = w.InsertReceiptsPutStates(ctx(t), []wamux.Receipt{a, b}, []store.MessageState{st(b), st(d)})
 		must(t, err)
 		wantBools(t, "second write", got, false, true)
-		states, err := s.GetStates(ctx(t), []store.StateKey{st(a).StateKey, st(c).StateKey})
+		states, err := s.GetStates(ctx(t), []store.StateKey{st(a).StateKey, st(c).StateKey, st(d).StateKey})
 		must(t, err)
+		if g := states[st(d).StateKey]; g.Type != wamux.ReceiptDelivered || !g.EventTime.Equal(d.EventTime) {
+			t.Fatalf("state of w3 = %+v, want delivered", g)
+		}
 		if g := states[st(a).StateKey]; g.Type != wamux.ReceiptRead || !g.EventTime.Equal(b.EventTime) {
 			t.Fatalf("state of w1 = %+v, want read", g)
 		}
