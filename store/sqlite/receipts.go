@@ -17,7 +17,7 @@ const receiptCols = `message_id, account_id, receipt_type, event_time, callback_
 // stands for its provider id and account, its type is its entry and
 // received_at its stamp.
 const storedReceiptCols = `seq, entry, event_time, callback_data, recipient,
-	error_code, error_title, source, stamp`
+	error_code, error_title, source, stamp, applied`
 
 // listedReceiptCols reads a receipt row back, joined to message_keys or
 // message_key_index as mk and message_receipts as r, in receiptCols order
@@ -73,14 +73,21 @@ func (s *Store) InsertReceiptsPutStates(ctx context.Context, rs []wamux.Receipt,
 	now := ms(s.now())
 	err = s.write(ctx, func(w *writeTx) error {
 		var seqs []int64
+		// winner[i] is the receipt (index into rs) that state i is, when
+		// that state may be derived from it; applied marks it.
+		var winner []int
+		var applied []int64
 		if len(uniq) > 0 {
 			var err error
 			if seqs, err = w.messageSeqs(keys); err != nil {
 				return err
 			}
+			if len(states) > 0 {
+				winner, applied = w.derivableStates(rs, uniq, seqs, states, now)
+			}
 			for start := 0; start < len(uniq); start += maxReceiptRows {
 				end := min(start+maxReceiptRows, len(uniq))
-				if err := insertReceiptChunk(w, rs, uniq[start:end], seqs[start:end], out, now); err != nil {
+				if err := insertReceiptChunk(w, rs, uniq[start:end], seqs[start:end], applied, out, now); err != nil {
 					return err
 				}
 				for j, i := range uniq[start:end] {
@@ -96,6 +103,27 @@ func (s *Store) InsertReceiptsPutStates(ctx context.Context, rs []wamux.Receipt,
 		seqOf := make(map[store.StateKey]int64, len(keys))
 		for j, k := range keys {
 			seqOf[k] = seqs[j]
+		}
+		if winner != nil {
+			// A state whose receipt went in fresh, marked applied, needs
+			// no row; the rest are written as rows below.
+			rowStates := states[:0:0]
+			for i := range states {
+				st := &states[i]
+				if r := winner[i]; r >= 0 && out[r] {
+					w.states.derived(seqOf[st.StateKey], cacheable(st, applied[r]))
+					continue
+				}
+				rowStates = append(rowStates, *st)
+			}
+			if len(rowStates) == 0 {
+				return nil
+			}
+			states = rowStates
+			stateKeys = make([]store.StateKey, len(states))
+			for i := range states {
+				stateKeys[i] = states[i].StateKey
+			}
 		}
 		stateSeqs := make([]int64, len(states))
 		var rest []int
@@ -125,6 +153,61 @@ func (s *Store) InsertReceiptsPutStates(ctx context.Context, rs []wamux.Receipt,
 		return nil, err
 	}
 	return out, nil
+}
+
+// derivableStates finds, for each state, the receipt of rs that it is
+// (same message, type, event time and error code; among the distinct
+// receipts uniq, numbered seqs) when its message may do without a state
+// row (pendingStates.derivable), and returns their indexes (winner[i],
+// -1 for none) and the apply time to store on each such receipt (the
+// state's UpdatedAt, or now when zero), nil when there is none.
+func (w *writeTx) derivableStates(rs []wamux.Receipt, uniq []int, seqs []int64, states []store.MessageState, now int64) (winner []int, applied []int64) {
+	type typed struct {
+		k store.StateKey
+		t wamux.ReceiptType
+	}
+	at := make(map[typed]int, len(uniq))
+	seqAt := make(map[store.StateKey]int64, len(uniq))
+	for j, i := range uniq {
+		k := store.StateKey{AccountID: rs[i].AccountID, MessageID: rs[i].MessageID}
+		at[typed{k, rs[i].Type}] = i
+		seqAt[k] = seqs[j]
+	}
+	// A message given two states here keeps rows (the last one wins).
+	twice := map[store.StateKey]bool{}
+	seen := make(map[store.StateKey]bool, len(states))
+	for n := range states {
+		if seen[states[n].StateKey] {
+			twice[states[n].StateKey] = true
+		}
+		seen[states[n].StateKey] = true
+	}
+	winner = make([]int, len(states))
+	for n := range states {
+		winner[n] = -1
+		st := &states[n]
+		i, ok := at[typed{st.StateKey, st.Type}]
+		if !ok || twice[st.StateKey] || ms(rs[i].EventTime) != ms(st.EventTime) || rs[i].ErrorCode != st.ErrorCode {
+			continue
+		}
+		stamp := ms(st.UpdatedAt)
+		if stamp == 0 {
+			stamp = now
+		}
+		next := cacheable(st, stamp)
+		if next.typ == 0 || !w.states.derivable(seqAt[st.StateKey], next) {
+			continue
+		}
+		if applied == nil {
+			applied = make([]int64, len(rs))
+		}
+		applied[i] = stamp
+		winner[n] = i
+	}
+	if applied == nil {
+		return nil, nil
+	}
+	return winner, applied
 }
 
 // HasReceipts looks the keys up in chunks, joining a VALUES list against

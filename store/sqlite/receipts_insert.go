@@ -81,14 +81,17 @@ func receiptSharedMask(rs []wamux.Receipt, chunk []int, now int64) uint32 {
 
 // storedCols is the number of columns insertReceiptChunk binds per row:
 // storedReceiptCols, where seq stands for the message's provider id and
-// account.
-const storedCols = receiptColCount - 1
+// account, and applied comes last.
+const storedCols = receiptColCount
 
 // storedCol returns column c (in storedReceiptCols order) of r filed under
-// seq.
-func storedCol(r *wamux.Receipt, seq int64, c int, now int64) any {
-	if c == 0 {
+// seq and applied at applied.
+func storedCol(r *wamux.Receipt, seq, applied int64, c int, now int64) any {
+	switch c {
+	case 0:
 		return seq
+	case storedCols - 1:
+		return applied
 	}
 	return receiptCol(r, c+1, now)
 }
@@ -99,24 +102,39 @@ type seqEntry struct {
 }
 
 // insertReceiptChunk inserts the receipts rs[chunk] (distinct keys), of
-// the messages numbered seqs, and marks the new ones in out.
+// the messages numbered seqs, applied at applied[i] for rs[i] (nil: none
+// applied), and marks the new ones in out.
 //
 // Most receipts that reach the store are new (the LRU and Bloom layers
 // drop most repeats), so the chunk is first inserted without RETURNING
 // under a savepoint: when the change count says all rows or none were new,
 // that is the answer. Only a mixed chunk is rolled back and inserted again
 // with RETURNING to learn which rows were new.
-func insertReceiptChunk(w *writeTx, rs []wamux.Receipt, chunk []int, seqs []int64, out []bool, now int64) error {
+func insertReceiptChunk(w *writeTx, rs []wamux.Receipt, chunk []int, seqs []int64, applied []int64, out []bool, now int64) error {
 	rows := padRows(len(chunk))
 	args := w.argBuf(rows * storedCols)
 	defer func() { w.keepArgs(args) }()
 	// receiptSharedMask's bits follow receiptCols; storedReceiptCols drops
-	// message_id and account_id for seq, which is never shared.
+	// message_id and account_id for seq, which is never shared, and adds
+	// applied, shared when every row has the same.
 	shared := (receiptSharedMask(rs, chunk, now) >> 1) &^ 1
+	appliedAt := func(i int) int64 {
+		if applied == nil {
+			return 0
+		}
+		return applied[i]
+	}
+	shared |= 1 << (storedCols - 1)
+	for _, i := range chunk[1:] {
+		if appliedAt(i) != appliedAt(chunk[0]) {
+			shared &^= 1 << (storedCols - 1)
+			break
+		}
+	}
 	lastJ := len(chunk) - 1
 	for c := 0; c < storedCols; c++ {
 		if shared&(1<<c) != 0 {
-			args = append(args, storedCol(&rs[chunk[lastJ]], seqs[lastJ], c, now))
+			args = append(args, storedCol(&rs[chunk[lastJ]], seqs[lastJ], appliedAt(chunk[lastJ]), c, now))
 		}
 	}
 	for i := 0; i < rows; i++ {
@@ -125,7 +143,7 @@ func insertReceiptChunk(w *writeTx, rs []wamux.Receipt, chunk []int, seqs []int6
 		j := min(i, lastJ)
 		for c := 0; c < storedCols; c++ {
 			if shared&(1<<c) == 0 {
-				args = append(args, storedCol(&rs[chunk[j]], seqs[j], c, now))
+				args = append(args, storedCol(&rs[chunk[j]], seqs[j], appliedAt(chunk[j]), c, now))
 			}
 		}
 	}

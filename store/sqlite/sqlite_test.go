@@ -94,7 +94,7 @@ func TestMigrateMessageReceipts(t *testing.T) {
 		`DROP TABLE message_keys`,
 		`DROP TABLE message_key_index`,
 		`DROP TABLE message_key_index_state`,
-		`DELETE FROM schema_migrations WHERE version IN (80, 90, 100)`,
+		`DELETE FROM schema_migrations WHERE version IN (80, 90, 100, 110)`,
 		`CREATE TABLE receipts (message_id TEXT NOT NULL, account_id TEXT NOT NULL, receipt_type TEXT NOT NULL,
 			event_time INTEGER NOT NULL, callback_data TEXT NOT NULL, recipient TEXT NOT NULL, error_code INTEGER NOT NULL,
 			error_title TEXT NOT NULL, source TEXT NOT NULL, received_at INTEGER NOT NULL,

@@ -40,6 +40,14 @@ const (
 // retention job that does must reset the cache, or a Bloom hit could be
 // confirmed by a receipt no longer stored.
 //
+// What complete entries know also saves the state rows themselves: a
+// state that InsertReceiptsPutStates stores together with the receipt it
+// is, for a message with a complete entry and no state row, and above
+// the state before, is kept as that receipt row's apply time (migration
+// 0110) instead of a state row, and a read derives it
+// (pendingStates.derivable; GetStates). Otherwise a state row is written,
+// and it wins from then on.
+//
 // Another process writing the same file is noticed by the writer at the
 // start of its next transaction (PRAGMA data_version changes only for
 // commits of other connections, and the writer is this process's only
@@ -69,7 +77,14 @@ type cachedState struct {
 	typ          uint8
 	receipts     uint8
 	complete     bool
+	// stateRow: the message has a state row (entry ''); a complete entry
+	// without one has its state derived from its applied receipt rows.
+	stateRow bool
 }
+
+// derivable reports whether a state applied to this message may go
+// without a state row: the entry knows every row and none is one.
+func (c cachedState) derivable() bool { return c.complete && !c.stateRow }
 
 // hasReceipt answers whether the message has a receipt row of type t,
 // when the entry knows (complete).
@@ -142,7 +157,7 @@ func (c *stateCache) apply(op cacheOp) {
 	switch op.kind {
 	case opNumbered:
 		e, ok = cachedState{complete: true}, true
-	case opState:
+	case opState, opDerived:
 		if op.row.typ == 0 {
 			// A state the entry cannot hold: no older one may stay.
 			delete(sh.cur, op.seq)
@@ -150,6 +165,9 @@ func (c *stateCache) apply(op cacheOp) {
 			return
 		}
 		e.event, e.stamp, e.code, e.typ = op.row.event, op.row.stamp, op.row.code, op.row.typ
+		if op.kind == opState {
+			e.stateRow = true
+		}
 		ok = true
 	case opReceipt:
 		if !ok || !e.complete {
@@ -195,7 +213,8 @@ func (c *stateCache) reset() {
 }
 
 // cacheOp is one write of a request, not yet committed: a message
-// numbered, a state row written, a receipt row stored (row.typ its type).
+// numbered, a state row written, a state applied as one of its receipt
+// rows (derived), a receipt row stored (row.typ its type).
 type cacheOp struct {
 	seq  int64
 	kind uint8
@@ -205,6 +224,7 @@ type cacheOp struct {
 const (
 	opNumbered = iota
 	opState
+	opDerived
 	opReceipt
 )
 
@@ -215,16 +235,73 @@ const (
 type pendingStates struct {
 	cache   *stateCache
 	req, tx []cacheOp
+	// marks[seq] tell what the transaction did to a message so far
+	// (markNumbered, markRow); reqMarks those of the running request.
+	marks, reqMarks map[int64]uint8
+}
+
+const (
+	markNumbered = 1 << iota
+	markRow
+	markDerived
+)
+
+func (p *pendingStates) mark(seq int64, m uint8) {
+	if p.reqMarks == nil {
+		p.reqMarks = map[int64]uint8{}
+	}
+	p.reqMarks[seq] |= m
 }
 
 // numbered notes a message the writer numbered, so with no rows yet.
 func (p *pendingStates) numbered(seq int64) {
 	p.req = append(p.req, cacheOp{seq: seq, kind: opNumbered})
+	p.mark(seq, markNumbered)
 }
 
 // state notes a state row written.
 func (p *pendingStates) state(seq int64, row cachedState) {
 	p.req = append(p.req, cacheOp{seq: seq, kind: opState, row: row})
+	p.mark(seq, markRow)
+}
+
+// derived notes a state applied as one of the message's receipt rows,
+// with no state row written.
+func (p *pendingStates) derived(seq int64, row cachedState) {
+	p.req = append(p.req, cacheOp{seq: seq, kind: opDerived, row: row})
+	p.mark(seq, markDerived)
+}
+
+// derivable reports whether next, a new state of the message numbered
+// seq, may be derived from its receipt rows (no state row written): the
+// message has no state row and every row it has is known, because it was
+// numbered in this transaction or the cache's entry is complete, and
+// next is above its state, so that the greatest applied receipt is next.
+// The cache lags this transaction's writes, so their marks come first:
+// a message given a state row or a derived state in this transaction
+// takes rows from then on.
+func (p *pendingStates) derivable(seq int64, next cachedState) bool {
+	m := p.marks[seq] | p.reqMarks[seq]
+	if m&(markRow|markDerived) != 0 {
+		return false
+	}
+	if m&markNumbered != 0 {
+		return true
+	}
+	c, ok := p.cache.get(seq)
+	return ok && c.derivable() && (c.typ == 0 || next.above(c))
+}
+
+// above orders cached states as the merge does (strength, event time,
+// error code).
+func (c cachedState) above(d cachedState) bool {
+	if vc, vd := stateTypes[c.typ].Version(), stateTypes[d.typ].Version(); vc != vd {
+		return vc > vd
+	}
+	if c.event != d.event {
+		return c.event > d.event
+	}
+	return c.code > d.code
 }
 
 // receipt notes a receipt row of type t stored (new or not).
@@ -237,8 +314,15 @@ func (p *pendingStates) receipt(seq int64, t wamux.ReceiptType) {
 func (p *pendingStates) requestDone(ok bool) {
 	if ok {
 		p.tx = append(p.tx, p.req...)
+		if len(p.reqMarks) > 0 && p.marks == nil {
+			p.marks = map[int64]uint8{}
+		}
+		for seq, m := range p.reqMarks {
+			p.marks[seq] |= m
+		}
 	}
 	p.req = p.req[:0]
+	clear(p.reqMarks)
 }
 
 // txDone files the transaction's writes in order, or, when the
@@ -254,4 +338,5 @@ func (p *pendingStates) txDone(committed bool) {
 		}
 	}
 	p.tx = p.tx[:0]
+	clear(p.marks)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 	"time"
 
@@ -124,7 +125,7 @@ func TestPendingStatesOfAFailedTransactionAreForgotten(t *testing.T) {
 	p.state(7, old)
 	p.requestDone(true)
 	p.txDone(true)
-	if got, ok := c.get(7); !ok || got != old {
+	if got, ok := c.get(7); !ok || got != (cachedState{event: 1, stamp: 1, typ: 1, stateRow: true}) {
 		t.Fatalf("committed row: %+v, %v", got, ok)
 	}
 	p.state(7, cachedState{event: 2, stamp: 2, typ: 3})
@@ -174,6 +175,34 @@ func TestStateCacheAnswersAsTheTable(t *testing.T) {
 		}
 		if err := s.PutStates(ctx, sts); err != nil {
 			t.Fatal(err)
+		}
+		// Receipts and states together, as the pipeline writes them:
+		// states that are one of the call's receipts (derived from it
+		// where the message allows), sometimes weaker than the state
+		// before (replacing it all the same), sometimes of no receipt.
+		// New messages join as they would: numbered by such a call.
+		for range 3 {
+			rs, sts = nil, nil
+			for range 30 {
+				k := msgs[rng.IntN(len(msgs))]
+				if rng.IntN(4) == 0 {
+					k = store.StateKey{AccountID: "acc5", MessageID: fmt.Sprintf("wamid.new%d", len(msgs))}
+					msgs = append(msgs, k)
+				}
+				r := receipt(k)
+				rs = append(rs, r)
+				switch rng.IntN(4) {
+				case 0, 1:
+					sts = append(sts, store.MessageState{StateKey: k, Type: r.Type, EventTime: r.EventTime,
+						ErrorCode: r.ErrorCode, UpdatedAt: time.UnixMilli(int64(9000 + rng.IntN(100)))})
+				case 2:
+					o := receipt(k)
+					sts = append(sts, store.MessageState{StateKey: k, Type: o.Type, EventTime: o.EventTime})
+				}
+			}
+			if _, err := s.InsertReceiptsPutStates(ctx, rs, sts); err != nil {
+				t.Fatal(err)
+			}
 		}
 		// A request that numbers, stores and writes a state, then fails.
 		k := msgs[rng.IntN(len(msgs))]
@@ -240,7 +269,7 @@ func TestStateCacheAnswersAsTheTable(t *testing.T) {
 			t.Errorf("state of %v = %+v from the cache, %+v from the table", k, got, want)
 		}
 	}
-	if stored < 100 || len(wantStates) < 50 {
+	if stored < 100 || len(wantStates) < 100 {
 		t.Fatalf("only %d receipts and %d states stored; the test asks too little", stored, len(wantStates))
 	}
 }
@@ -280,4 +309,149 @@ func TestReadsFindWhatAnotherProcessNumberedAndFiled(t *testing.T) {
 	}
 	fileKeysNow(t, b)
 	ask(true)
+}
+
+// A state that is one of the receipts stored with it, for a message whose
+// rows the writer knows, is kept as that receipt's apply time instead of
+// a state row; a read past the cache derives the same state. A state row
+// is written instead when the state is below the one before (it still
+// replaces it), when its receipt was stored already, or when the cache no
+// longer knows the message; and a state row, once there, wins.
+func TestDerivedStates(t *testing.T) {
+	s := openInternal(t)
+	ctx := t.Context()
+	m := store.StateKey{AccountID: "acc1", MessageID: "wamid.M"}
+	rcpt := func(k store.StateKey, typ wamux.ReceiptType, at int64) wamux.Receipt {
+		return wamux.Receipt{MessageID: k.MessageID, AccountID: k.AccountID, Type: typ, EventTime: time.UnixMilli(at)}
+	}
+	state := func(r wamux.Receipt, updated int64) store.MessageState {
+		return store.MessageState{StateKey: store.StateKey{AccountID: r.AccountID, MessageID: r.MessageID}, Type: r.Type,
+			EventTime: r.EventTime, ErrorCode: r.ErrorCode, UpdatedAt: time.UnixMilli(updated)}
+	}
+	put := func(r wamux.Receipt, st store.MessageState) {
+		t.Helper()
+		if _, err := s.InsertReceiptsPutStates(ctx, []wamux.Receipt{r}, []store.MessageState{st}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stateRows := func() int {
+		t.Helper()
+		var n int
+		if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM message_receipts WHERE entry = ''`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	want := func(k store.StateKey, st store.MessageState, rows int) {
+		t.Helper()
+		cached, _ := getState(t, s, k)
+		// Past the cache, without emptying the writer's.
+		saved := s.states
+		s.states = newStateCache()
+		stored, _ := getState(t, s, k)
+		s.states = saved
+		same := func(a, b store.MessageState) bool {
+			return a.StateKey == b.StateKey && a.Type == b.Type && a.EventTime.Equal(b.EventTime) &&
+				a.ErrorCode == b.ErrorCode && a.UpdatedAt.Equal(b.UpdatedAt)
+		}
+		if !same(cached, st) || !same(stored, st) {
+			t.Fatalf("state of %s: cached %+v, stored %+v, want %+v", k.MessageID, cached, stored, st)
+		}
+		if n := stateRows(); n != rows {
+			t.Fatalf("%d state rows, want %d", n, rows)
+		}
+	}
+
+	sent := rcpt(m, wamux.ReceiptSent, 1000)
+	put(sent, state(sent, 5000))
+	want(m, state(sent, 5000), 0)
+	m2 := store.StateKey{AccountID: "acc1", MessageID: "wamid.M2"}
+	d2 := rcpt(m2, wamux.ReceiptSent, 1000)
+	put(d2, state(d2, 5001))
+	del := rcpt(m2, wamux.ReceiptDelivered, 2000)
+	put(del, state(del, 5002))
+	want(m2, state(del, 5002), 0)
+
+	// Below the state before: a row, which replaces it.
+	failed := rcpt(m2, wamux.ReceiptFailed, 3000)
+	failed.ErrorCode = 131026
+	put(failed, state(failed, 5003))
+	want(m2, state(failed, 5003), 1)
+
+	// Its receipt stored already: a row.
+	n := store.StateKey{AccountID: "acc1", MessageID: "wamid.N"}
+	nSent := rcpt(n, wamux.ReceiptSent, 1000)
+	if _, err := s.InsertReceipts(ctx, []wamux.Receipt{nSent}); err != nil {
+		t.Fatal(err)
+	}
+	put(nSent, state(nSent, 5004))
+	want(n, state(nSent, 5004), 2)
+
+	// The message no longer known to the cache: a row.
+	s.states.reset()
+	read := rcpt(m, wamux.ReceiptRead, 4000)
+	put(read, state(read, 5005))
+	want(m, state(read, 5005), 3)
+
+	// A derived state replaced by a weaker one through PutStates.
+	p := store.StateKey{AccountID: "acc1", MessageID: "wamid.P"}
+	pRead := rcpt(p, wamux.ReceiptRead, 4000)
+	put(pRead, state(pRead, 5006))
+	want(p, state(pRead, 5006), 3)
+	pSent := state(rcpt(p, wamux.ReceiptSent, 1000), 5007)
+	if err := s.PutStates(ctx, []store.MessageState{pSent}); err != nil {
+		t.Fatal(err)
+	}
+	want(p, pSent, 4)
+}
+
+// Within one transaction the cache lags: a message given a state row by
+// an earlier request takes a row again, though the cache still calls it
+// derivable; and an entry the cache made without knowing the message's
+// rows (a derived state filed after the entry was dropped) is not.
+func TestDerivedStatesWithinATransaction(t *testing.T) {
+	s := openInternal(t)
+	ctx := t.Context()
+	q := store.StateKey{AccountID: "acc1", MessageID: "wamid.Q"}
+	sent := wamux.Receipt{MessageID: q.MessageID, AccountID: q.AccountID, Type: wamux.ReceiptSent, EventTime: time.UnixMilli(1000)}
+	if _, err := s.InsertReceiptsPutStates(ctx, []wamux.Receipt{sent}, nil); err != nil {
+		t.Fatal(err)
+	}
+	failedState := store.MessageState{StateKey: q, Type: wamux.ReceiptFailed, EventTime: time.UnixMilli(1500), ErrorCode: 131026,
+		UpdatedAt: time.UnixMilli(6000)}
+	read := wamux.Receipt{MessageID: q.MessageID, AccountID: q.AccountID, Type: wamux.ReceiptRead, EventTime: time.UnixMilli(3000)}
+	readState := store.MessageState{StateKey: q, Type: wamux.ReceiptRead, EventTime: read.EventTime, UpdatedAt: time.UnixMilli(6001)}
+
+	release, blockerDone := blockWriter(t, s)
+	first := enqueue(s, func(w *writeTx) error { return w.putStates([]store.MessageState{failedState}, []store.StateKey{q}, 1) })
+	second := make(chan error, 1)
+	go func() {
+		_, err := s.InsertReceiptsPutStates(ctx, []wamux.Receipt{read}, []store.MessageState{readState})
+		second <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); len(s.reqs) < 2; {
+		if time.Now().After(deadline) {
+			t.Fatal("the second request never queued")
+		}
+		runtime.Gosched()
+	}
+	release()
+	if err := errors.Join(<-blockerDone, <-first.done, <-second); err != nil {
+		t.Fatal(err)
+	}
+	saved := s.states
+	s.states = newStateCache()
+	stored, _ := getState(t, s, q)
+	s.states = saved
+	cached, _ := getState(t, s, q)
+	if stored.Type != wamux.ReceiptRead || cached.Type != wamux.ReceiptRead || !stored.UpdatedAt.Equal(readState.UpdatedAt) {
+		t.Fatalf("state: stored %+v, cached %+v; want read", stored, cached)
+	}
+
+	c := newStateCache()
+	c.apply(cacheOp{seq: 9, kind: opDerived, row: cachedState{typ: 1, event: 1}})
+	p := pendingStates{cache: c}
+	if p.derivable(9, cachedState{typ: 3, event: 2}) {
+		t.Fatal("an entry that does not know the message's rows called derivable")
+	}
 }

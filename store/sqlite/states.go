@@ -16,9 +16,11 @@ const stateColCount = 6
 
 const maxStateRows = 1024
 
-// GetStates returns the merged status of the given provider messages.
-// Messages whose numbers the cache holds or the ledger's tail knows are
-// read by number, straight from message_receipts; the rest through
+// GetStates returns the merged status of the given provider messages:
+// from the state cache when it knows, else from message_receipts, where
+// a message's state is its state row or, without one, derived from its
+// applied receipt rows (statecache.go). Messages whose numbers the cache
+// holds or the ledger's tail knows are read by number; the rest through
 // message_key_index, and the numbers found there join the cache.
 func (s *Store) GetStates(ctx context.Context, keys []store.StateKey) (map[store.StateKey]store.MessageState, error) {
 	out := make(map[store.StateKey]store.MessageState, len(keys))
@@ -43,28 +45,43 @@ func (s *Store) GetStates(ctx context.Context, keys []store.StateKey) (map[store
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: get states: %w", err)
 	}
-	var st store.MessageState
-	var typ string
-	var event, updated, num int64
+	// A message's state is its state row (entry ''), or, without one, the
+	// receipt row it was applied as (applied ≠ 0) that is greatest by the
+	// merge order: each apply raised the state, so that is the last one.
+	var r stateRowScan
+	var num int64
 	var i int
 	file := func(k store.StateKey) {
-		st.StateKey = k
-		st.Type, st.EventTime, st.UpdatedAt = wamux.ReceiptType(typ), fromMS(event), fromMS(updated)
+		if r.entry == "" {
+			r.explicit[k] = true
+		} else if r.explicit[k] {
+			return
+		}
+		st := store.MessageState{StateKey: k, Type: wamux.ReceiptType(r.typ), EventTime: fromMS(r.event),
+			ErrorCode: r.code, UpdatedAt: fromMS(r.stamp)}
+		if r.entry != "" {
+			st.Type, st.UpdatedAt = wamux.ReceiptType(r.entry), fromMS(r.applied)
+			if cur, ok := out[k]; ok && !stateAbove(st, cur) {
+				return
+			}
+		}
 		out[k] = st
 	}
+	r.explicit = map[store.StateKey]bool{}
 	err = s.queryKeyed(ctx, known, func(rows int) string {
 		// The dispatcher asks for one key after every accepted send; a
 		// plain key lookup skips the VALUES table.
 		if rows == 1 {
-			return `SELECT ?, type, event_time, error_code, stamp FROM message_receipts WHERE seq = ? AND entry = ''`
+			return `SELECT ?, entry, type, event_time, error_code, stamp, applied FROM message_receipts
+			WHERE seq = ? AND (entry = '' OR applied <> 0)`
 		}
 		return multiInsert("WITH k(i, s) AS (VALUES ", 2, rows,
-			`) SELECT k.i, r.type, r.event_time, r.error_code, r.stamp
-			FROM k JOIN message_receipts r ON r.seq = k.s AND r.entry = ''`)
+			`) SELECT k.i, r.entry, r.type, r.event_time, r.error_code, r.stamp, r.applied
+			FROM k JOIN message_receipts r ON r.seq = k.s AND (r.entry = '' OR r.applied <> 0)`)
 	}, func(args []any, j int) []any {
 		return append(args, j, seq[j])
 	}, func(rows *sql.Rows) error {
-		if err := rows.Scan(&i, &typ, &event, &st.ErrorCode, &updated); err != nil {
+		if err := rows.Scan(&i, &r.entry, &r.typ, &r.event, &r.code, &r.stamp, &r.applied); err != nil {
 			return err
 		}
 		file(keys[i])
@@ -73,18 +90,18 @@ func (s *Store) GetStates(ctx context.Context, keys []store.StateKey) (map[store
 	if err == nil {
 		err = s.queryKeyed(ctx, unknown, func(rows int) string {
 			if rows == 1 {
-				return `SELECT ?, mk.seq, s.type, s.event_time, s.error_code, s.stamp
-				FROM message_key_index mk JOIN message_receipts s ON s.seq = mk.seq AND s.entry = ''
+				return `SELECT ?, mk.seq, s.entry, s.type, s.event_time, s.error_code, s.stamp, s.applied
+				FROM message_key_index mk JOIN message_receipts s ON s.seq = mk.seq AND (s.entry = '' OR s.applied <> 0)
 				WHERE mk.account_id = ? AND mk.message_id = ?`
 			}
 			return multiInsert("WITH k(i, a, m) AS (VALUES ", 3, rows,
-				`) SELECT k.i, mk.seq, s.type, s.event_time, s.error_code, s.stamp
+				`) SELECT k.i, mk.seq, s.entry, s.type, s.event_time, s.error_code, s.stamp, s.applied
 				FROM k JOIN message_key_index mk ON mk.account_id = k.a AND mk.message_id = k.m
-				JOIN message_receipts s ON s.seq = mk.seq AND s.entry = ''`)
+				JOIN message_receipts s ON s.seq = mk.seq AND (s.entry = '' OR s.applied <> 0)`)
 		}, func(args []any, j int) []any {
 			return append(args, j, keys[j].AccountID, keys[j].MessageID)
 		}, func(rows *sql.Rows) error {
-			if err := rows.Scan(&i, &num, &typ, &event, &st.ErrorCode, &updated); err != nil {
+			if err := rows.Scan(&i, &num, &r.entry, &r.typ, &r.event, &r.code, &r.stamp, &r.applied); err != nil {
 				return err
 			}
 			s.numbers.put(s.numbers.hash(keys[i]), num)
@@ -96,6 +113,27 @@ func (s *Store) GetStates(ctx context.Context, keys []store.StateKey) (map[store
 		return nil, fmt.Errorf("sqlite: get states: %w", err)
 	}
 	return out, nil
+}
+
+// stateRowScan is one row GetStates reads: a state row or an applied
+// receipt row; explicit records the messages a state row was seen for.
+type stateRowScan struct {
+	entry, typ            string
+	event, stamp, applied int64
+	code                  int
+	explicit              map[store.StateKey]bool
+}
+
+// stateAbove orders states as the merge does: by the strength of the
+// type, then event time, then error code.
+func stateAbove(a, b store.MessageState) bool {
+	if va, vb := a.Type.Version(), b.Type.Version(); va != vb {
+		return va > vb
+	}
+	if c := a.EventTime.Compare(b.EventTime); c != 0 {
+		return c > 0
+	}
+	return a.ErrorCode > b.ErrorCode
 }
 
 // PutStates inserts or replaces merged statuses; a zero UpdatedAt is
