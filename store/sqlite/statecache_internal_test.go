@@ -235,23 +235,20 @@ func TestStateCacheAnswersAsTheTable(t *testing.T) {
 			keys = append(keys, store.ReceiptKey{MessageID: k.MessageID, AccountID: k.AccountID, Type: typ})
 		}
 	}
-	has, err := s.HasReceipts(ctx, keys)
-	if err != nil {
-		t.Fatal(err)
+	ask := func() ([]bool, map[store.StateKey]store.MessageState) {
+		has, err := s.HasReceipts(ctx, keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		states, err := s.GetStates(ctx, msgs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return has, states
 	}
-	states, err := s.GetStates(ctx, msgs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	has, states := ask()
 	s.states.reset()
-	wantHas, err := s.HasReceipts(ctx, keys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantStates, err := s.GetStates(ctx, msgs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	wantHas, wantStates := ask()
 	stored := 0
 	for i := range keys {
 		if has[i] != wantHas[i] {
