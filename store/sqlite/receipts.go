@@ -51,8 +51,7 @@ func (s *Store) InsertReceiptsPutStates(ctx context.Context, rs []wamux.Receipt,
 	if err := store.ValidateReceipts(rs); err != nil {
 		return nil, err
 	}
-	stateKeys, err := validateStates(states)
-	if err != nil {
+	if _, err := validateStates(states); err != nil {
 		return nil, err
 	}
 	first := make(map[store.ReceiptKey]struct{}, len(rs))
@@ -71,8 +70,11 @@ func (s *Store) InsertReceiptsPutStates(ctx context.Context, rs []wamux.Receipt,
 		out = make([]bool, len(rs))
 	}
 	now := ms(s.now())
-	err = s.write(ctx, func(w *writeTx) error {
+	err := s.write(ctx, func(w *writeTx) error {
 		var seqs []int64
+		// The states are most often of the receipts' messages, numbered
+		// here: seqOf keeps those numbers for them.
+		var seqOf map[store.StateKey]int64
 		// winner[i] is the receipt (index into rs) that state i is, when
 		// that state may be derived from it; applied marks it.
 		var winner []int
@@ -83,7 +85,11 @@ func (s *Store) InsertReceiptsPutStates(ctx context.Context, rs []wamux.Receipt,
 				return err
 			}
 			if len(states) > 0 {
-				winner, applied = w.derivableStates(rs, uniq, seqs, states, now)
+				seqOf = make(map[store.StateKey]int64, len(keys))
+				for j, k := range keys {
+					seqOf[k] = seqs[j]
+				}
+				winner, applied = w.derivableStates(rs, uniq, seqOf, states, now)
 			}
 			for start := 0; start < len(uniq); start += maxReceiptRows {
 				end := min(start+maxReceiptRows, len(uniq))
@@ -95,59 +101,42 @@ func (s *Store) InsertReceiptsPutStates(ctx context.Context, rs []wamux.Receipt,
 				}
 			}
 		}
-		if len(states) == 0 {
-			return nil
-		}
-		// The states are most often of the receipts' messages, numbered
-		// just now: take those numbers rather than look them up again.
-		seqOf := make(map[store.StateKey]int64, len(keys))
-		for j, k := range keys {
-			seqOf[k] = seqs[j]
-		}
-		if winner != nil {
-			// A state whose receipt went in fresh, marked applied, needs
-			// no row; the rest are written as rows below.
-			rowStates := states[:0:0]
-			for i := range states {
-				st := &states[i]
-				if r := winner[i]; r >= 0 && out[r] {
-					w.states.derived(seqOf[st.StateKey], cacheable(st, applied[r]))
-					continue
-				}
-				rowStates = append(rowStates, *st)
+		// A state whose receipt went in fresh, marked applied, needs no
+		// row; the rest are written as rows, under the numbers known here
+		// or looked up.
+		var rowStates []store.MessageState
+		var rowSeqs []int64
+		var rest []int // indexes into rowStates without a number yet
+		for i := range states {
+			st := &states[i]
+			if winner != nil && winner[i] >= 0 && out[winner[i]] {
+				w.states.derived(seqOf[st.StateKey], cacheable(st, applied[winner[i]]))
+				continue
 			}
-			if len(rowStates) == 0 {
-				return nil
+			v, ok := seqOf[st.StateKey]
+			if !ok {
+				rest = append(rest, len(rowStates))
 			}
-			states = rowStates
-			stateKeys = make([]store.StateKey, len(states))
-			for i := range states {
-				stateKeys[i] = states[i].StateKey
-			}
-		}
-		stateSeqs := make([]int64, len(states))
-		var rest []int
-		for i, k := range stateKeys {
-			if v, ok := seqOf[k]; ok {
-				stateSeqs[i] = v
-			} else {
-				rest = append(rest, i)
-			}
+			rowStates = append(rowStates, *st)
+			rowSeqs = append(rowSeqs, v)
 		}
 		if len(rest) > 0 {
 			restKeys := make([]store.StateKey, len(rest))
 			for j, i := range rest {
-				restKeys[j] = stateKeys[i]
+				restKeys[j] = rowStates[i].StateKey
 			}
 			got, err := w.messageSeqs(restKeys)
 			if err != nil {
 				return err
 			}
 			for j, i := range rest {
-				stateSeqs[i] = got[j]
+				rowSeqs[i] = got[j]
 			}
 		}
-		return w.writeStates(states, stateSeqs, now)
+		if len(rowStates) == 0 {
+			return nil
+		}
+		return w.writeStates(rowStates, rowSeqs, now)
 	})
 	if err != nil {
 		return nil, err
@@ -157,37 +146,31 @@ func (s *Store) InsertReceiptsPutStates(ctx context.Context, rs []wamux.Receipt,
 
 // derivableStates finds, for each state, the receipt of rs that it is
 // (same message, type, event time and error code; among the distinct
-// receipts uniq, numbered seqs) when its message may do without a state
-// row (pendingStates.derivable), and returns their indexes (winner[i],
-// -1 for none) and the apply time to store on each such receipt (the
-// state's UpdatedAt, or now when zero), nil when there is none.
-func (w *writeTx) derivableStates(rs []wamux.Receipt, uniq []int, seqs []int64, states []store.MessageState, now int64) (winner []int, applied []int64) {
+// receipts uniq, whose messages seqOf numbers) when its message may do
+// without a state row (pendingStates.derivable), and returns their
+// indexes (winner[i], -1 for none) and the apply time to store on each
+// such receipt (the state's UpdatedAt, or now when zero), nil when there
+// is none.
+func (w *writeTx) derivableStates(rs []wamux.Receipt, uniq []int, seqOf map[store.StateKey]int64, states []store.MessageState, now int64) (winner []int, applied []int64) {
 	type typed struct {
 		k store.StateKey
 		t wamux.ReceiptType
 	}
 	at := make(map[typed]int, len(uniq))
-	seqAt := make(map[store.StateKey]int64, len(uniq))
-	for j, i := range uniq {
-		k := store.StateKey{AccountID: rs[i].AccountID, MessageID: rs[i].MessageID}
-		at[typed{k, rs[i].Type}] = i
-		seqAt[k] = seqs[j]
+	for _, i := range uniq {
+		at[typed{store.StateKey{AccountID: rs[i].AccountID, MessageID: rs[i].MessageID}, rs[i].Type}] = i
 	}
 	// A message given two states here keeps rows (the last one wins).
-	twice := map[store.StateKey]bool{}
-	seen := make(map[store.StateKey]bool, len(states))
+	given := make(map[store.StateKey]int, len(states))
 	for n := range states {
-		if seen[states[n].StateKey] {
-			twice[states[n].StateKey] = true
-		}
-		seen[states[n].StateKey] = true
+		given[states[n].StateKey]++
 	}
 	winner = make([]int, len(states))
 	for n := range states {
 		winner[n] = -1
 		st := &states[n]
 		i, ok := at[typed{st.StateKey, st.Type}]
-		if !ok || twice[st.StateKey] || ms(rs[i].EventTime) != ms(st.EventTime) || rs[i].ErrorCode != st.ErrorCode {
+		if !ok || given[st.StateKey] > 1 || ms(rs[i].EventTime) != ms(st.EventTime) || rs[i].ErrorCode != st.ErrorCode {
 			continue
 		}
 		stamp := ms(st.UpdatedAt)
@@ -195,7 +178,7 @@ func (w *writeTx) derivableStates(rs []wamux.Receipt, uniq []int, seqs []int64, 
 			stamp = now
 		}
 		next := cacheable(st, stamp)
-		if next.typ == 0 || !w.states.derivable(seqAt[st.StateKey], next) {
+		if next.typ == 0 || !w.states.derivable(seqOf[st.StateKey], next) {
 			continue
 		}
 		if applied == nil {

@@ -292,16 +292,23 @@ func (p *pendingStates) derivable(seq int64, next cachedState) bool {
 	return ok && c.derivable() && (c.typ == 0 || next.above(c))
 }
 
-// above orders cached states as the merge does (strength, event time,
-// error code).
+// above orders cached states as the merge does (mergeAbove).
 func (c cachedState) above(d cachedState) bool {
-	if vc, vd := stateTypes[c.typ].Version(), stateTypes[d.typ].Version(); vc != vd {
-		return vc > vd
+	return mergeAbove(stateTypes[c.typ], stateTypes[d.typ], c.event, d.event, int(c.code), int(d.code))
+}
+
+// mergeAbove reports whether a state (type ta, event time ea in ms, error
+// code ca) is above another in the order the merge keeps
+// (receipts.Merge): stronger type, then later event time, then larger
+// error code.
+func mergeAbove(ta, tb wamux.ReceiptType, ea, eb int64, ca, cb int) bool {
+	if va, vb := ta.Version(), tb.Version(); va != vb {
+		return va > vb
 	}
-	if c.event != d.event {
-		return c.event > d.event
+	if ea != eb {
+		return ea > eb
 	}
-	return c.code > d.code
+	return ca > cb
 }
 
 // receipt notes a receipt row of type t stored (new or not).

@@ -53,6 +53,9 @@ func (s *Store) GetStates(ctx context.Context, keys []store.StateKey) (map[store
 	var i int
 	file := func(k store.StateKey) {
 		if r.entry == "" {
+			if r.explicit == nil {
+				r.explicit = map[store.StateKey]bool{}
+			}
 			r.explicit[k] = true
 		} else if r.explicit[k] {
 			return
@@ -61,13 +64,12 @@ func (s *Store) GetStates(ctx context.Context, keys []store.StateKey) (map[store
 			ErrorCode: r.code, UpdatedAt: fromMS(r.stamp)}
 		if r.entry != "" {
 			st.Type, st.UpdatedAt = wamux.ReceiptType(r.entry), fromMS(r.applied)
-			if cur, ok := out[k]; ok && !stateAbove(st, cur) {
+			if cur, ok := out[k]; ok && !mergeAbove(st.Type, cur.Type, ms(st.EventTime), ms(cur.EventTime), st.ErrorCode, cur.ErrorCode) {
 				return
 			}
 		}
 		out[k] = st
 	}
-	r.explicit = map[store.StateKey]bool{}
 	err = s.queryKeyed(ctx, known, func(rows int) string {
 		// The dispatcher asks for one key after every accepted send; a
 		// plain key lookup skips the VALUES table.
@@ -122,18 +124,6 @@ type stateRowScan struct {
 	event, stamp, applied int64
 	code                  int
 	explicit              map[store.StateKey]bool
-}
-
-// stateAbove orders states as the merge does: by the strength of the
-// type, then event time, then error code.
-func stateAbove(a, b store.MessageState) bool {
-	if va, vb := a.Type.Version(), b.Type.Version(); va != vb {
-		return va > vb
-	}
-	if c := a.EventTime.Compare(b.EventTime); c != 0 {
-		return c > 0
-	}
-	return a.ErrorCode > b.ErrorCode
 }
 
 // PutStates inserts or replaces merged statuses; a zero UpdatedAt is
