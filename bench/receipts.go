@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"math"
 	mrand "math/rand/v2"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -152,7 +154,7 @@ func RunReceipts(ctx context.Context, cfg ReceiptsConfig) (ReceiptsReport, error
 		return rep, err
 	}
 	defer closeStore()
-	obs := newObserver(w.index)
+	obs := newObserver(w)
 	p, err := receipts.New(receipts.Config{Store: st, Registry: prometheus.NewRegistry(), Logger: cfg.Logger,
 		LateWindow: 24 * time.Hour, Observer: obs.observe, Bloom: receipts.BloomConfig{ExpectedPerHour: cfg.BloomPerHour}})
 	if err != nil {
@@ -162,7 +164,7 @@ func RunReceipts(ctx context.Context, cfg ReceiptsConfig) (ReceiptsReport, error
 		return rep, err
 	}
 	start, cpu0 := time.Now(), processCPU()
-	err = feed(ctx, w.stream, cfg.Batch, cfg.Callers, func(ctx context.Context, rs []wamux.Receipt) error {
+	err = feed(ctx, w, cfg.Batch, cfg.Callers, func(ctx context.Context, rs []wamux.Receipt) error {
 		_, err := p.Ingest(ctx, "agent", rs)
 		return err
 	})
@@ -199,7 +201,7 @@ func RunReceipts(ctx context.Context, cfg ReceiptsConfig) (ReceiptsReport, error
 	}
 	defer closeBase()
 	bstart, bcpu0 := time.Now(), processCPU()
-	if err := feed(ctx, w.stream, cfg.Batch, cfg.Callers, func(ctx context.Context, rs []wamux.Receipt) error {
+	if err := feed(ctx, w, cfg.Batch, cfg.Callers, func(ctx context.Context, rs []wamux.Receipt) error {
 		_, err := bst.InsertReceipts(ctx, rs)
 		return err
 	}); err != nil {
@@ -213,13 +215,93 @@ func RunReceipts(ctx context.Context, cfg ReceiptsConfig) (ReceiptsReport, error
 	return rep, nil
 }
 
-// workload is the generated stream and what it should end in.
+// workload is the generated stream and what it should end in. It holds
+// no pointers but a few large strings: message ids and callback data are
+// spans of one string, receipts small records, the stream positions. The
+// benchmark keeps a million receipts alive for the whole run; held as
+// wamux.Receipt values (seven strings each) they were most of a 650 MB
+// heap that the collector marked again in every cycle, CPU charged to the
+// pipeline that a gateway's heap does not carry. receipt builds the
+// wamux.Receipt a caller hands over, without allocating.
 type workload struct {
-	stream   []wamux.Receipt
-	uniq     []wamux.Receipt
-	index    map[store.ReceiptKey]int32 // key → position in uniq
-	want     map[store.StateKey]wamux.Receipt
+	text     string // every message id and callback datum, back to back
+	accounts []string
+	msgs     []benchMessage
+	uniq     []benchReceipt   // distinct receipts, in generation order
+	stream   []int32          // positions in uniq, in feeding order
+	index    map[uint64]int32 // hashed receipt key → position in uniq
+	seed     maphash.Seed
+	want     []int32 // per message, the position in uniq of its expected state
+	t0       time.Time
 	messages int
+}
+
+// span is a substring of workload.text.
+type span struct{ off, n uint32 }
+
+type benchMessage struct {
+	id, callback span
+	account      uint16
+}
+
+// benchReceipt is one distinct receipt: its message, its type (index in
+// benchTypes), its event time in minutes after the message's start, and
+// its error code (the title follows from it, benchTitle).
+type benchReceipt struct {
+	msg     int32
+	typ     uint8
+	minutes uint8
+	code    int32
+}
+
+var benchTypes = [...]wamux.ReceiptType{wamux.ReceiptSent, wamux.ReceiptDelivered, wamux.ReceiptRead, wamux.ReceiptFailed}
+
+const (
+	bSent = iota
+	bDelivered
+	bRead
+	bFailed
+)
+
+func benchTitle(code int32) string {
+	if code == 131049 {
+		return "not delivered to maintain healthy ecosystem engagement"
+	}
+	return ""
+}
+
+func (w *workload) str(s span) string { return w.text[s.off : s.off+s.n] }
+
+// receipt returns distinct receipt i as the gateway receives it.
+func (w *workload) receipt(i int32) wamux.Receipt {
+	r := w.uniq[i]
+	m := &w.msgs[r.msg]
+	return wamux.Receipt{MessageID: w.str(m.id), AccountID: w.accounts[m.account], Type: benchTypes[r.typ],
+		EventTime:    w.t0.Add(time.Duration(r.msg)*time.Millisecond + time.Duration(r.minutes)*time.Minute),
+		CallbackData: w.str(m.callback), ErrorCode: int(r.code), ErrorTitle: benchTitle(r.code)}
+}
+
+func (w *workload) hashKey(messageID, accountID string, t wamux.ReceiptType) uint64 {
+	var h maphash.Hash
+	h.SetSeed(w.seed)
+	h.WriteString(messageID)
+	h.WriteByte(0)
+	h.WriteString(accountID)
+	h.WriteByte(0)
+	h.WriteString(string(t))
+	return h.Sum64()
+}
+
+// find returns the position in uniq of the receipt with key k, or -1.
+func (w *workload) find(k store.ReceiptKey) int32 {
+	i, ok := w.index[w.hashKey(k.MessageID, k.AccountID, k.Type)]
+	if !ok {
+		return -1
+	}
+	if r := w.receipt(i); r.MessageID != k.MessageID || r.AccountID != k.AccountID || r.Type != k.Type {
+		return -1
+	}
+	return i
 }
 
 // generateReceipts plans each message's statuses (most: sent, delivered,
@@ -227,44 +309,51 @@ type workload struct {
 // after all), takes distinct receipts round by round until there are
 // N×(1−dup), moves Reorder of them to random places, and inserts the
 // duplicates at random places.
-func generateReceipts(cfg ReceiptsConfig) (workload, error) {
+func generateReceipts(cfg ReceiptsConfig) (*workload, error) {
 	rng := mrand.New(mrand.NewPCG(cfg.Seed, 0x5eed))
 	nUniq := cfg.Receipts - int(math.Round(float64(cfg.Receipts)*cfg.Dup))
 	m := cfg.Messages
 	if m <= 0 {
 		m = max(2, int(float64(nUniq)/2.6)) // plans average 2.83 receipts
 	}
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	plans := make([][]wamux.Receipt, m)
+	w := &workload{messages: m, t0: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), msgs: make([]benchMessage, m)}
+	for a := range cfg.Accounts {
+		w.accounts = append(w.accounts, fmt.Sprintf("acc%02d", a))
+	}
+	var text strings.Builder
+	add := func(s string) span {
+		sp := span{uint32(text.Len()), uint32(len(s))}
+		text.WriteString(s)
+		return sp
+	}
+	plans := make([][]benchReceipt, m)
 	ids := wamids(cfg.WAMIDs, m, cfg.Seed)
 	total := 0
 	for i := range plans {
-		acc := fmt.Sprintf("acc%02d", i%cfg.Accounts)
-		wamid := ids[i]
-		at := func(k int) time.Time { return t0.Add(time.Duration(i)*time.Millisecond + time.Duration(k)*time.Minute) }
-		r := func(t wamux.ReceiptType, k int) wamux.Receipt {
-			return wamux.Receipt{MessageID: wamid, AccountID: acc, Type: t, EventTime: at(k), CallbackData: fmt.Sprintf("msg-%d", i)}
-		}
+		w.msgs[i] = benchMessage{id: add(ids[i]), callback: add("msg-" + strconv.Itoa(i)), account: uint16(i % cfg.Accounts)}
+		r := func(t uint8, k uint8) benchReceipt { return benchReceipt{msg: int32(i), typ: t, minutes: k} }
 		switch x := rng.Float64(); {
 		case x < 0.80:
-			plans[i] = []wamux.Receipt{r(wamux.ReceiptSent, 0), r(wamux.ReceiptDelivered, 1), r(wamux.ReceiptRead, 2)}
+			plans[i] = []benchReceipt{r(bSent, 0), r(bDelivered, 1), r(bRead, 2)}
 		case x < 0.92:
-			plans[i] = []wamux.Receipt{r(wamux.ReceiptSent, 0), r(wamux.ReceiptDelivered, 1)}
+			plans[i] = []benchReceipt{r(bSent, 0), r(bDelivered, 1)}
 		case x < 0.97:
-			f := r(wamux.ReceiptFailed, 1)
-			f.ErrorCode, f.ErrorTitle = 131049, "not delivered to maintain healthy ecosystem engagement"
-			plans[i] = []wamux.Receipt{r(wamux.ReceiptSent, 0), f}
+			f := r(bFailed, 1)
+			f.code = 131049
+			plans[i] = []benchReceipt{r(bSent, 0), f}
 		default:
-			f := r(wamux.ReceiptFailed, 1)
-			f.ErrorCode = 131026
-			plans[i] = []wamux.Receipt{r(wamux.ReceiptSent, 0), f, r(wamux.ReceiptDelivered, 2)}
+			f := r(bFailed, 1)
+			f.code = 131026
+			plans[i] = []benchReceipt{r(bSent, 0), f, r(bDelivered, 2)}
 		}
 		total += len(plans[i])
 	}
+	ids = nil
 	if total < nUniq {
-		return workload{}, fmt.Errorf("%d messages carry at most %d distinct receipts; %d needed (raise --messages)", m, total, nUniq)
+		return nil, fmt.Errorf("%d messages carry at most %d distinct receipts; %d needed (raise --messages)", m, total, nUniq)
 	}
-	w := workload{messages: m, index: make(map[store.ReceiptKey]int32, nUniq)}
+	w.text = text.String()
+	w.uniq = make([]benchReceipt, 0, nUniq)
 	for round := 0; len(w.uniq) < nUniq; round++ {
 		for i := range plans {
 			if round < len(plans[i]) && len(w.uniq) < nUniq {
@@ -272,6 +361,7 @@ func generateReceipts(cfg ReceiptsConfig) (workload, error) {
 			}
 		}
 	}
+	plans = nil
 	// Positions: distinct receipts in order, a share of them moved; the
 	// duplicates anywhere.
 	type placed struct {
@@ -290,40 +380,72 @@ func generateReceipts(cfg ReceiptsConfig) (workload, error) {
 		order = append(order, placed{rng.Float64() * float64(len(w.uniq)), int32(rng.IntN(len(w.uniq)))})
 	}
 	sort.SliceStable(order, func(a, b int) bool { return order[a].pos < order[b].pos })
-	w.stream = make([]wamux.Receipt, len(order))
+	w.stream = make([]int32, len(order))
 	for i, o := range order {
-		w.stream[i] = w.uniq[o.r]
+		w.stream[i] = o.r
 	}
-	for i, r := range w.uniq {
-		w.index[store.ReceiptKey{MessageID: r.MessageID, AccountID: r.AccountID, Type: r.Type}] = int32(i)
+	// A 64-bit hash collision among a million keys is unlikely (about
+	// 1 in 10^7); should one occur, another seed.
+	for attempt := 0; ; attempt++ {
+		if w.indexKeys() {
+			break
+		}
+		if attempt == 3 {
+			return nil, errors.New("bench receipts: receipt key hashes collide")
+		}
 	}
-	w.want = expectedStates(w.uniq)
+	w.want = expectedStates(w)
 	return w, nil
+}
+
+// indexKeys hashes every distinct receipt's key with a fresh seed; false
+// when two collide.
+func (w *workload) indexKeys() bool {
+	w.seed = maphash.MakeSeed()
+	w.index = make(map[uint64]int32, len(w.uniq))
+	for i := range w.uniq {
+		r := w.receipt(int32(i))
+		h := w.hashKey(r.MessageID, r.AccountID, r.Type)
+		if _, dup := w.index[h]; dup {
+			return false
+		}
+		w.index[h] = int32(i)
+	}
+	return true
 }
 
 // benchRank is the merge order written out here, apart from the merge code
 // whose result it checks: sent < failed < delivered < read.
 var benchRank = map[wamux.ReceiptType]int{wamux.ReceiptSent: 0, wamux.ReceiptFailed: 1, wamux.ReceiptDelivered: 2, wamux.ReceiptRead: 3}
 
-// expectedStates is, per message, the greatest receipt by (strength,
-// event time, error code).
-func expectedStates(rs []wamux.Receipt) map[store.StateKey]wamux.Receipt {
-	out := make(map[store.StateKey]wamux.Receipt, len(rs)/2)
-	for _, r := range rs {
-		k := store.StateKey{AccountID: r.AccountID, MessageID: r.MessageID}
-		c, ok := out[k]
-		if !ok || benchRank[r.Type] > benchRank[c.Type] ||
+// expectedStates is, per message, the position in uniq of its greatest
+// receipt by (strength, event time, error code).
+func expectedStates(w *workload) []int32 {
+	out := make([]int32, w.messages)
+	for i := range out {
+		out[i] = -1
+	}
+	for i := range w.uniq {
+		r := w.receipt(int32(i))
+		m := w.uniq[i].msg
+		if out[m] < 0 {
+			out[m] = int32(i)
+			continue
+		}
+		c := w.receipt(out[m])
+		if benchRank[r.Type] > benchRank[c.Type] ||
 			(benchRank[r.Type] == benchRank[c.Type] && (r.EventTime.After(c.EventTime) ||
 				(r.EventTime.Equal(c.EventTime) && r.ErrorCode > c.ErrorCode))) {
-			out[k] = r
+			out[m] = int32(i)
 		}
 	}
 	return out
 }
 
 // feed hands the stream out in order, batch by batch, to concurrent
-// callers.
-func feed(ctx context.Context, stream []wamux.Receipt, batch, callers int, call func(context.Context, []wamux.Receipt) error) error {
+// callers; each caller builds its batch in a slice of its own, which the
+// call must not keep.
+func feed(ctx context.Context, w *workload, batch, callers int, call func(context.Context, []wamux.Receipt) error) error {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make([]error, callers)
@@ -331,12 +453,17 @@ func feed(ctx context.Context, stream []wamux.Receipt, batch, callers int, call 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			buf := make([]wamux.Receipt, 0, batch)
 			for {
 				i := int(next.Add(int64(batch))) - batch
-				if i >= len(stream) || ctx.Err() != nil {
+				if i >= len(w.stream) || ctx.Err() != nil {
 					return
 				}
-				if err := call(ctx, stream[i:min(i+batch, len(stream))]); err != nil {
+				buf = buf[:0]
+				for _, u := range w.stream[i:min(i+batch, len(w.stream))] {
+					buf = append(buf, w.receipt(u))
+				}
+				if err := call(ctx, buf); err != nil {
 					errs[c] = err
 					return
 				}
@@ -349,14 +476,14 @@ func feed(ctx context.Context, stream []wamux.Receipt, batch, callers int, call 
 
 // observer counts applies per distinct receipt and keeps latencies.
 type observer struct {
-	index   map[store.ReceiptKey]int32
+	w       *workload
 	mu      sync.Mutex
 	applies []uint8
 	lat     []float32 // ms, of receipts merged
 }
 
-func newObserver(index map[store.ReceiptKey]int32) *observer {
-	return &observer{index: index, applies: make([]uint8, len(index)), lat: make([]float32, 0, len(index))}
+func newObserver(w *workload) *observer {
+	return &observer{w: w, applies: make([]uint8, len(w.uniq)), lat: make([]float32, 0, len(w.uniq))}
 }
 
 func (o *observer) observe(ps []receipts.Processed) {
@@ -368,7 +495,7 @@ func (o *observer) observe(ps []receipts.Processed) {
 		}
 		o.lat = append(o.lat, float32(p.Latency.Seconds()*1000))
 		if p.Decision == receipts.Apply {
-			if i, ok := o.index[p.Key]; ok && o.applies[i] < 255 {
+			if i := o.w.find(p.Key); i >= 0 && o.applies[i] < 255 {
 				o.applies[i]++
 			}
 		}
@@ -397,12 +524,13 @@ func (o *observer) percentiles() (p50, p99 float64) {
 
 // verify counts distinct receipts missing from the store and messages
 // whose stored state is not the expected one.
-func verify(ctx context.Context, st store.Store, w workload) (lost, mismatches int, err error) {
+func verify(ctx context.Context, st store.Store, w *workload) (lost, mismatches int, err error) {
 	const chunk = 5000
 	keys := make([]store.ReceiptKey, 0, chunk)
 	for start := 0; start < len(w.uniq); start += chunk {
 		keys = keys[:0]
-		for _, r := range w.uniq[start:min(start+chunk, len(w.uniq))] {
+		for i := start; i < min(start+chunk, len(w.uniq)); i++ {
+			r := w.receipt(int32(i))
 			keys = append(keys, store.ReceiptKey{MessageID: r.MessageID, AccountID: r.AccountID, Type: r.Type})
 		}
 		has, err := st.HasReceipts(ctx, keys)
@@ -415,19 +543,25 @@ func verify(ctx context.Context, st store.Store, w workload) (lost, mismatches i
 			}
 		}
 	}
-	all := make([]store.StateKey, 0, len(w.want))
-	for k := range w.want {
-		all = append(all, k)
+	var want []wamux.Receipt
+	for _, u := range w.want {
+		if u >= 0 {
+			want = append(want, w.receipt(u))
+		}
 	}
-	for start := 0; start < len(all); start += chunk {
-		part := all[start:min(start+chunk, len(all))]
+	part := make([]store.StateKey, 0, chunk)
+	for start := 0; start < len(want); start += chunk {
+		part = part[:0]
+		for _, e := range want[start:min(start+chunk, len(want))] {
+			part = append(part, store.StateKey{AccountID: e.AccountID, MessageID: e.MessageID})
+		}
 		got, err := st.GetStates(ctx, part)
 		if err != nil {
 			return 0, 0, fmt.Errorf("bench receipts: verify: %w", err)
 		}
-		for _, k := range part {
+		for j, k := range part {
 			g, ok := got[k]
-			e := w.want[k]
+			e := want[start+j]
 			if !ok || g.Type != e.Type || !g.EventTime.Equal(e.EventTime) || g.ErrorCode != e.ErrorCode {
 				mismatches++
 			}

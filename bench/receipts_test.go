@@ -42,7 +42,7 @@ func TestGenerateReceipts(t *testing.T) {
 	}
 	moved := 0
 	for i := 1; i < len(w.stream); i++ {
-		if w.stream[i].EventTime.Before(w.stream[i-1].EventTime) {
+		if w.receipt(w.stream[i]).EventTime.Before(w.receipt(w.stream[i-1]).EventTime) {
 			moved++
 		}
 	}
