@@ -40,6 +40,8 @@ const (
 	stmtCacheMaxDefault = 512
 	// GroupWaitDefault: see Options.GroupWait.
 	GroupWaitDefault = 200 * time.Microsecond
+	// StateCacheDefault: see Options.StateCache.
+	StateCacheDefault = 896 << 10
 	// groupFill is how many requests a lingering batch waits for,
 	// groupBusy how soon after the last commit a batch must start for the
 	// writer to linger at all, and groupGiveUp how many lingers in a row
@@ -83,6 +85,14 @@ type Options struct {
 	// by themselves, so a caller writing alone does not pay it on every
 	// write. A negative value turns it off.
 	GroupWait time.Duration
+	// StateCache is how many messages' committed receipt state the store
+	// keeps in memory (statecache.go), about 60 bytes each once full, so
+	// that the receipt pipeline's state reads and Bloom confirmations
+	// need no read transaction. The default, 896 Ki messages (about
+	// 50 MiB), is +6 to +10 % receipts/s over half of it in the receipts
+	// benchmark, whose 307 Ki messages are all in flight at once
+	// (docs/BENCHMARKS.md, tenth session).
+	StateCache int
 	// KeyIndexFill is how many new message numbers wait in memory before
 	// the writer files them in the message key index, sorted, a few
 	// thousand per transaction (keyindex.go); tests make it small.
@@ -116,6 +126,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.GroupWait == 0 {
 		o.GroupWait = GroupWaitDefault
+	}
+	if o.StateCache <= 0 {
+		o.StateCache = StateCacheDefault
 	}
 	if o.KeyIndexFill <= 0 {
 		o.KeyIndexFill = keyIndexFillDefault
@@ -207,7 +220,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	wdb.SetConnMaxLifetime(0)
 	wdb.SetConnMaxIdleTime(0)
 	s := &Store{opts: opts, path: path, wdb: wdb, logAcks: receiptlog.NewAcks(), numbers: newNumbers(),
-		tail: newKeyTail(), states: newStateCache()}
+		tail: newKeyTail(), states: newStateCache(opts.StateCache)}
 	s.keyFill.Store(int64(opts.KeyIndexFill))
 	s.wconn, err = wdb.Conn(ctx)
 	if err != nil {

@@ -7,14 +7,13 @@ import (
 	"github.com/wamux/wamux/store"
 )
 
-// stateShards × 2 generations × statesPerShard bound the state cache at
-// 448 Ki messages: 25 MiB measured holding 352 Ki of them (an 8-byte key
-// and a 24-byte value; 14 Ki fills a Go map's table of 16 Ki slots to its
-// maximum load, where 16 Ki would take one of twice the size: 40 MiB).
-const (
-	stateShards    = 16
-	statesPerShard = 14 << 10
-)
+// The state cache has stateShards shards of two generations each; a
+// shard's newest generation holds up to perShard messages, and when it is
+// full the older one is dropped (Options.StateCache sets the bound: two
+// generations per shard, so perShard = StateCache / 2 / stateShards). An
+// entry is an 8-byte key and a 24-byte value: 50 MiB measured holding
+// 832 Ki messages of the default 896 Ki cache.
+const stateShards = 16
 
 // stateCache holds, by message number, what this store's writer
 // committed to a message's rows of message_receipts: its merged state and,
@@ -59,7 +58,8 @@ const (
 //
 // stateCache is safe for concurrent use.
 type stateCache struct {
-	shards [stateShards]stateShard
+	perShard int
+	shards   [stateShards]stateShard
 }
 
 type stateShard struct {
@@ -120,8 +120,9 @@ func cacheable(st *store.MessageState, updated int64) cachedState {
 	return c
 }
 
-func newStateCache() *stateCache {
-	c := &stateCache{}
+// newStateCache returns a cache of up to about messages messages.
+func newStateCache(messages int) *stateCache {
+	c := &stateCache{perShard: max(1, messages/2/stateShards)}
 	for i := range c.shards {
 		c.shards[i].cur = map[int64]cachedState{}
 	}
@@ -139,7 +140,7 @@ func (c *stateCache) get(seq int64) (cachedState, bool) {
 		return v, true
 	}
 	if v, ok := sh.prev[seq]; ok {
-		sh.putLocked(seq, v)
+		sh.putLocked(seq, v, c.perShard)
 		return v, true
 	}
 	return cachedState{}, false
@@ -181,13 +182,13 @@ func (c *stateCache) apply(op cacheOp) {
 	}
 	if ok {
 		delete(sh.prev, op.seq)
-		sh.putLocked(op.seq, e)
+		sh.putLocked(op.seq, e, c.perShard)
 	}
 }
 
-func (sh *stateShard) putLocked(seq int64, v cachedState) {
-	if _, ok := sh.cur[seq]; !ok && len(sh.cur) >= statesPerShard {
-		sh.prev, sh.cur = sh.cur, make(map[int64]cachedState, statesPerShard)
+func (sh *stateShard) putLocked(seq int64, v cachedState, perShard int) {
+	if _, ok := sh.cur[seq]; !ok && len(sh.cur) >= perShard {
+		sh.prev, sh.cur = sh.cur, make(map[int64]cachedState, perShard)
 	}
 	sh.cur[seq] = v
 }

@@ -119,7 +119,7 @@ func TestStateCacheForgetsWhatAnotherProcessWrote(t *testing.T) {
 // may have been durable) leaves no state of theirs in the cache, neither
 // the new one nor the one before.
 func TestPendingStatesOfAFailedTransactionAreForgotten(t *testing.T) {
-	c := newStateCache()
+	c := newStateCache(StateCacheDefault)
 	p := pendingStates{cache: c}
 	old := cachedState{event: 1, stamp: 1, typ: 1}
 	p.state(7, old)
@@ -146,7 +146,16 @@ func TestPendingStatesOfAFailedTransactionAreForgotten(t *testing.T) {
 // writer, by the index (the cache forgotten in between) and by requests
 // rolled back, then every key asked with the cache and again past it.
 func TestStateCacheAnswersAsTheTable(t *testing.T) {
+	// A cache of 64 messages (two per shard and generation) drops
+	// entries all the time: what it still holds must be right.
+	for _, size := range []int{StateCacheDefault, 64} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) { testStateCacheAnswersAsTheTable(t, size) })
+	}
+}
+
+func testStateCacheAnswersAsTheTable(t *testing.T, size int) {
 	s := openInternal(t)
+	s.states = newStateCache(size)
 	ctx := t.Context()
 	rng := rand.New(rand.NewPCG(7, 7))
 	types := []wamux.ReceiptType{wamux.ReceiptSent, wamux.ReceiptDelivered, wamux.ReceiptRead, wamux.ReceiptFailed, "deleted"}
@@ -344,7 +353,7 @@ func TestDerivedStates(t *testing.T) {
 		cached, _ := getState(t, s, k)
 		// Past the cache, without emptying the writer's.
 		saved := s.states
-		s.states = newStateCache()
+		s.states = newStateCache(StateCacheDefault)
 		stored, _ := getState(t, s, k)
 		s.states = saved
 		same := func(a, b store.MessageState) bool {
@@ -437,7 +446,7 @@ func TestDerivedStatesWithinATransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	saved := s.states
-	s.states = newStateCache()
+	s.states = newStateCache(StateCacheDefault)
 	stored, _ := getState(t, s, q)
 	s.states = saved
 	cached, _ := getState(t, s, q)
@@ -445,10 +454,55 @@ func TestDerivedStatesWithinATransaction(t *testing.T) {
 		t.Fatalf("state: stored %+v, cached %+v; want read", stored, cached)
 	}
 
-	c := newStateCache()
+	c := newStateCache(StateCacheDefault)
 	c.apply(cacheOp{seq: 9, kind: opDerived, row: cachedState{typ: 1, event: 1}})
 	p := pendingStates{cache: c}
 	if p.derivable(9, cachedState{typ: 3, event: 2}) {
 		t.Fatal("an entry that does not know the message's rows called derivable")
+	}
+}
+
+// The cache holds at most two generations of perShard messages per
+// shard: the newest entries stay, the oldest go, and reading an entry of
+// the older generation keeps it.
+func TestStateCacheIsBounded(t *testing.T) {
+	c := newStateCache(64) // 2 per shard and generation
+	held := func() int {
+		n := 0
+		for i := range c.shards {
+			n += len(c.shards[i].cur) + len(c.shards[i].prev)
+		}
+		return n
+	}
+	for seq := int64(1); seq <= 1000; seq++ {
+		c.apply(cacheOp{seq: seq, kind: opState, row: cachedState{typ: 1, event: seq}})
+	}
+	if n := held(); n > 64 {
+		t.Fatalf("%d messages held; the bound is 64", n)
+	}
+	for seq := int64(1000 - 31); seq <= 1000; seq++ {
+		if v, ok := c.get(seq); !ok || v.event != seq {
+			t.Fatalf("recent message %d: %+v, %v", seq, v, ok)
+		}
+	}
+	if _, ok := c.get(1); ok {
+		t.Fatal("the oldest message is still held")
+	}
+
+	// One message per shard and generation: 16, 32 and 48 share shard 0.
+	// Read after 32 came, 16 moves to the newest generation and outlives
+	// 32 when 48 comes.
+	c = newStateCache(32)
+	for _, seq := range []int64{16, 32} {
+		c.apply(cacheOp{seq: seq, kind: opState, row: cachedState{typ: 1, event: seq}})
+	}
+	if _, ok := c.get(16); !ok {
+		t.Fatal("16 dropped with one newer message in its shard")
+	}
+	c.apply(cacheOp{seq: 48, kind: opState, row: cachedState{typ: 1, event: 48}})
+	_, has16 := c.get(16)
+	_, has32 := c.get(32)
+	if !has16 || has32 {
+		t.Fatalf("after 48: 16 held %v, 32 held %v; want the message read kept, the other dropped", has16, has32)
 	}
 }
