@@ -1,9 +1,12 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/store"
@@ -91,6 +94,7 @@ func (s *Store) InsertReceiptsPutStates(ctx context.Context, rs []wamux.Receipt,
 				}
 				winner, applied = w.derivableStates(rs, uniq, seqOf, states, now)
 			}
+			uniq, seqs = inTableOrder(rs, uniq, seqs)
 			for start := 0; start < len(uniq); start += maxReceiptRows {
 				end := min(start+maxReceiptRows, len(uniq))
 				if err := insertReceiptChunk(w, rs, uniq[start:end], seqs[start:end], applied, out, now); err != nil {
@@ -142,6 +146,33 @@ func (s *Store) InsertReceiptsPutStates(ctx context.Context, rs []wamux.Receipt,
 		return nil, err
 	}
 	return out, nil
+}
+
+// inTableOrder returns the distinct receipts uniq and their message
+// numbers seqs sorted as message_receipts is, by (seq, entry). Rows
+// inserted in key order walk the table once, leaf after leaf, and new
+// messages' rows append at its end; in arrival order each row was a seek
+// to a page of its own.
+func inTableOrder(rs []wamux.Receipt, uniq []int, seqs []int64) ([]int, []int64) {
+	type row struct {
+		seq int64
+		i   int
+	}
+	rows := make([]row, len(uniq))
+	for j, i := range uniq {
+		rows[j] = row{seqs[j], i}
+	}
+	slices.SortFunc(rows, func(a, b row) int {
+		if c := cmp.Compare(a.seq, b.seq); c != 0 {
+			return c
+		}
+		return strings.Compare(string(rs[a.i].Type), string(rs[b.i].Type))
+	})
+	u, q := make([]int, len(rows)), make([]int64, len(rows))
+	for j, r := range rows {
+		u[j], q[j] = r.i, r.seq
+	}
+	return u, q
 }
 
 // derivableStates finds, for each state, the receipt of rs that it is
