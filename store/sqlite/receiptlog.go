@@ -25,7 +25,7 @@ func (s *Store) AppendReceiptLog(ctx context.Context, rs []wamux.Receipt) ([]int
 		return nil, err
 	}
 	ap := s.logAcks.NewAppend(rs, ms(s.now()))
-	return ap.Done(s.write(ctx, func(w *writeTx) error {
+	return ap.Done(s.writeDeferred(ctx, func(w *writeTx) error {
 		return ap.Insert(func(receipts int, data []byte) (int64, error) {
 			res, err := w.exec(`INSERT INTO receipt_log_entries (receipts, data) VALUES (?, ?)`, receipts, data)
 			if err != nil {
@@ -79,7 +79,7 @@ func (s *Store) AckReceiptLog(ctx context.Context, ids []int64) (int, error) {
 		return n, true, nil
 	}
 	return s.logAcks.Ack(ids, size, func(done []int64) error {
-		return s.write(ctx, func(w *writeTx) error {
+		return s.writeDeferred(ctx, func(w *writeTx) error {
 			for start := 0; start < len(done); start += maxKeyRows {
 				chunk := done[start:min(start+maxKeyRows, len(done))]
 				rows := padRows(len(chunk))

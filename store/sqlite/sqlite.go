@@ -180,6 +180,9 @@ type Store struct {
 	loaded   chan struct{}
 	// logAcks: acknowledgements of receipt log entries (receiptlog.go).
 	logAcks *receiptlog.Acks
+	// wal fsyncs the WAL for batches committed without it (walsync.go);
+	// only the writer's syncer goroutine uses it.
+	wal *walSyncer
 }
 
 var _ store.Store = (*Store)(nil)
@@ -220,7 +223,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	wdb.SetConnMaxLifetime(0)
 	wdb.SetConnMaxIdleTime(0)
 	s := &Store{opts: opts, path: path, wdb: wdb, logAcks: receiptlog.NewAcks(), numbers: newNumbers(),
-		tail: newKeyTail(), states: newStateCache(opts.StateCache)}
+		tail: newKeyTail(), states: newStateCache(opts.StateCache), wal: newWALSyncer(path)}
 	s.keyFill.Store(int64(opts.KeyIndexFill))
 	s.wconn, err = wdb.Conn(ctx)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/wamux/wamux"
@@ -21,6 +22,9 @@ type request struct {
 	// so the savepoint around it is not needed. Hot single-row updates
 	// save two statements per request this way.
 	oneStatement bool
+	// deferSync: the caller needs its answer only once durable, not the
+	// writer to wait for the fsync (walsync.go).
+	deferSync bool
 }
 
 // write hands fn to the writer and waits until the transaction that ran it
@@ -33,6 +37,13 @@ type request struct {
 // never writes to the caller's variables after write has returned.
 func (s *Store) write(ctx context.Context, fn func(w *writeTx) error) error {
 	return s.enqueue(ctx, &request{ctx: ctx, fn: fn, done: make(chan error, 1)})
+}
+
+// writeDeferred is write for the receipt pipeline's own writes, whose
+// batches may commit without waiting for the WAL's fsync: the caller is
+// answered after it all the same (walsync.go).
+func (s *Store) writeDeferred(ctx context.Context, fn func(w *writeTx) error) error {
+	return s.enqueue(ctx, &request{ctx: ctx, fn: fn, done: make(chan error, 1), deferSync: true})
 }
 
 // writeOneStatement is write for an fn that changes the database with one
@@ -68,6 +79,13 @@ func (s *Store) enqueue(ctx context.Context, r *request) error {
 func (s *Store) runWriter(w *writeTx) {
 	defer close(s.done)
 	defer w.closeStmts()
+	syncs, synced := make(chan syncBatch, 64), make(chan struct{})
+	go s.runSyncer(syncs, synced)
+	defer func() {
+		close(syncs)
+		<-synced
+		_ = s.wal.close()
+	}()
 	batch := make([]*request, 0, s.opts.MaxBatch)
 	errs := make([]error, 0, s.opts.MaxBatch)
 	g := grouping{wait: s.opts.GroupWait}
@@ -101,15 +119,20 @@ func (s *Store) runWriter(w *writeTx) {
 			// next requests need this core meanwhile.
 			runtime.Gosched()
 		}
+		w.syncFor(batch)
 		errs = s.commitBatch(w, batch, errs[:0])
 		g.committed(time.Now(), len(batch), lingered)
 		if s.ckpt != nil {
 			s.ckpt.notify()
 		}
-		for i, r := range batch {
-			r.done <- errs[i]
-			batch[i] = nil
+		if w.full {
+			for i, r := range batch {
+				r.done <- errs[i]
+			}
+		} else {
+			syncs <- syncBatch{reqs: slices.Clone(batch), errs: slices.Clone(errs)}
 		}
+		clear(batch)
 		if err := s.fileKeys(w); err != nil {
 			s.opts.Logger.Warn("sqlite: filing message numbers in the index failed; they stay in memory and the fill is retried",
 				"err", err, "tail", w.seqs.tail.len())
@@ -253,6 +276,36 @@ type writeTx struct {
 	// dataVersion is the connection's PRAGMA data_version when the last
 	// transaction began (-1 before the first).
 	dataVersion int64
+	// full: the connection is known to commit with synchronous=FULL
+	// (syncFor).
+	full bool
+}
+
+// syncFor sets the connection's synchronous mode for batch: NORMAL when
+// every request in it defers its fsync to the syncer, FULL otherwise. A
+// failed switch leaves full as it was known; a batch committed while full
+// is false is answered only after the syncer's fsync, whatever the mode
+// really was, so a failure costs speed, never durability.
+func (w *writeTx) syncFor(batch []*request) {
+	deferred := true
+	for _, r := range batch {
+		deferred = deferred && r.deferSync
+	}
+	if deferred == !w.full {
+		return
+	}
+	mode := "FULL"
+	if deferred {
+		mode = "NORMAL"
+	}
+	if _, err := w.conn.ExecContext(context.Background(), "PRAGMA synchronous = "+mode); err != nil {
+		if !deferred {
+			// Unknown now: answer through the syncer until a switch works.
+			w.full = false
+		}
+		return
+	}
+	w.full = !deferred
 }
 
 // requestDone ends a request of the open transaction: what it learned
@@ -304,7 +357,7 @@ func (w *writeTx) keepArgs(args []any) {
 
 func newWriteTx(conn *sql.Conn, max int, committed *numbers, tail *keyTail, filter *keyFilter, states *stateCache) *writeTx {
 	return &writeTx{conn: conn, stmts: map[string]*sql.Stmt{}, max: max, seqs: newSeqs(committed, tail, filter),
-		states: pendingStates{cache: states}, dataVersion: -1}
+		states: pendingStates{cache: states}, dataVersion: -1, full: true}
 }
 
 func (w *writeTx) stmt(query string) (*sql.Stmt, error) {

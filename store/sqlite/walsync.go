@@ -1,0 +1,134 @@
+package sqlite
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Deferred syncs. With synchronous=FULL, every COMMIT of the writer ends
+// with an fsync of the WAL, and the writer waits for it before it can
+// start the next transaction: about a third of its time under the receipt
+// pipeline's load (docs/BENCHMARKS.md, tenth session). The receipt
+// pipeline's writes (log appends, receipts and states, log acks) need that
+// their callers are answered only once durable, not that the writer waits.
+// So a batch made only of such requests (request.deferSync) commits with
+// synchronous=NORMAL, which writes the WAL frames without an fsync, and is
+// handed to the syncer goroutine; the writer goes on with the next
+// transaction while the syncer fsyncs the WAL file and then answers the
+// batch's callers. An fsync covers every frame written before it, so one
+// covers all the batches waiting, in commit order, and SQLite's WAL
+// recovery keeps a prefix of the commits: nothing answered can be lost,
+// and a later commit never survives an earlier one.
+//
+// The difference with FULL is only what a reader sees meanwhile: a
+// deferred batch's rows are visible to other connections before its fsync.
+// Only the receipt pipeline's own data goes this way, and the pipeline
+// tolerates it (a power loss loses the same prefix of log and merge, and
+// unanswered log appends are redelivered); every other write (messages,
+// accounts, sequences: anything a dispatcher may act on outside) still
+// commits with synchronous=FULL, durable before visible, which also makes
+// every deferred batch before it durable.
+
+// syncBatch is a committed batch whose callers wait for the WAL's fsync.
+type syncBatch struct {
+	reqs []*request
+	errs []error
+}
+
+// walSyncer fsyncs the WAL file through a descriptor of its own, opened on
+// first use and again should the file at the path ever be another one.
+type walSyncer struct {
+	path string
+	f    *os.File
+	// sync is (*os.File).Sync; tests replace it.
+	sync func(*os.File) error
+}
+
+func newWALSyncer(dbPath string) *walSyncer {
+	return &walSyncer{path: dbPath + "-wal", sync: (*os.File).Sync}
+}
+
+// syncWAL makes every WAL frame written so far durable.
+func (ws *walSyncer) syncWAL() error {
+	fi, err := os.Stat(ws.path)
+	if err != nil {
+		return err
+	}
+	if ws.f != nil {
+		if cur, err := ws.f.Stat(); err != nil || !os.SameFile(cur, fi) {
+			_ = ws.f.Close()
+			ws.f = nil
+		}
+	}
+	if ws.f == nil {
+		f, err := os.Open(ws.path)
+		if err != nil {
+			return err
+		}
+		// A WAL file SQLite has just created: its directory entry too.
+		if err := syncDir(filepath.Dir(ws.path)); err != nil {
+			_ = f.Close()
+			return err
+		}
+		ws.f = f
+	}
+	return ws.sync(ws.f)
+}
+
+func (ws *walSyncer) close() error {
+	if ws.f == nil {
+		return nil
+	}
+	err := ws.f.Close()
+	ws.f = nil
+	return err
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	return errors.Join(err, d.Close())
+}
+
+// runSyncer answers the callers of deferred batches after an fsync of the
+// WAL that covers them, taking every batch waiting for one fsync. It
+// returns when in is closed and drained.
+func (s *Store) runSyncer(in <-chan syncBatch, done chan<- struct{}) {
+	defer close(done)
+	var pending []syncBatch
+	for b := range in {
+		pending = append(pending[:0], b)
+	more:
+		for {
+			select {
+			case b, ok := <-in:
+				if !ok {
+					break more
+				}
+				pending = append(pending, b)
+			default:
+				break more
+			}
+		}
+		err := s.wal.syncWAL()
+		if err != nil {
+			s.opts.Logger.Error("sqlite: fsync of the WAL failed; its writes are reported failed", "err", err)
+			err = fmt.Errorf("sqlite: sync the WAL: %w", err)
+		}
+		for _, p := range pending {
+			for i, r := range p.reqs {
+				e := p.errs[i]
+				if e == nil {
+					e = err
+				}
+				r.done <- e
+			}
+		}
+		clear(pending)
+	}
+}
