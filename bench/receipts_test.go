@@ -4,7 +4,9 @@ import (
 	"context"
 	"testing"
 
+	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/receipts"
+	"github.com/wamux/wamux/store"
 )
 
 // TestRunReceiptsSmall runs the receipts benchmark end to end at a small
@@ -74,5 +76,36 @@ func TestRunReceiptsSizesTheBloomFilter(t *testing.T) {
 		case perHour == 100 && (rep.BloomPerHour != 100 || rep.BloomFalsePositives < 1000):
 			t.Fatalf("100 an hour: sized for %d, %d false positives; want a saturated filter", rep.BloomPerHour, rep.BloomFalsePositives)
 		}
+	}
+}
+
+// The observer counts a receipt applied twice once, whatever else comes:
+// duplicates, other decisions, keys the workload does not hold.
+func TestObserverCountsDoubleApplies(t *testing.T) {
+	w, err := generateReceipts(ReceiptsConfig{Receipts: 1000, Dup: 0.2, Reorder: 0.1, Accounts: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(i int32) store.ReceiptKey {
+		r := w.receipt(i)
+		return store.ReceiptKey{MessageID: r.MessageID, AccountID: r.AccountID, Type: r.Type}
+	}
+	o := newObserver(w)
+	o.observe([]receipts.Processed{
+		{Key: key(3), Decision: receipts.Apply},
+		{Key: key(4), Decision: receipts.Apply},
+		{Key: key(5), Decision: receipts.Ignore},
+		{Key: store.ReceiptKey{MessageID: "wamid.none", AccountID: "acc00", Type: wamux.ReceiptSent}, Decision: receipts.Apply},
+	})
+	o.observe([]receipts.Processed{
+		{Key: key(3), Decision: receipts.Apply},
+		{Key: key(4), Duplicate: receipts.LayerBloom, Decision: receipts.Apply},
+		{Key: key(5), Decision: receipts.Ignore},
+	})
+	if n := o.doubleApplied(); n != 1 {
+		t.Fatalf("double applied %d, want 1 (receipt 3)", n)
+	}
+	if len(o.lat) != 6 {
+		t.Fatalf("%d latencies, want 6 (the new ones)", len(o.lat))
 	}
 }
