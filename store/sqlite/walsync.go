@@ -44,6 +44,12 @@ type walSyncer struct {
 	f    *os.File
 	// sync is (*os.File).Sync; tests replace it.
 	sync func(*os.File) error
+	// failed is the first fsync error, returned for good after it: the
+	// kernel may have dropped the pages that did not reach the disk and
+	// report the next fsync successful, while WAL recovery would stop at
+	// the frames lost. Only a restart (SQLite recovering the WAL) knows
+	// what is durable again.
+	failed error
 }
 
 func newWALSyncer(dbPath string) *walSyncer {
@@ -52,6 +58,17 @@ func newWALSyncer(dbPath string) *walSyncer {
 
 // syncWAL makes every WAL frame written so far durable.
 func (ws *walSyncer) syncWAL() error {
+	if ws.failed != nil {
+		return ws.failed
+	}
+	if err := ws.syncOnce(); err != nil {
+		ws.failed = err
+		return err
+	}
+	return nil
+}
+
+func (ws *walSyncer) syncOnce() error {
 	fi, err := os.Stat(ws.path)
 	if err != nil {
 		return err
@@ -115,9 +132,12 @@ func (s *Store) runSyncer(in <-chan syncBatch, done chan<- struct{}) {
 				break more
 			}
 		}
+		failedBefore := s.wal.failed != nil
 		err := s.wal.syncWAL()
 		if err != nil {
-			s.opts.Logger.Error("sqlite: fsync of the WAL failed; its writes are reported failed", "err", err)
+			if !failedBefore {
+				s.opts.Logger.Error("sqlite: fsync of the WAL failed; the receipt pipeline's writes fail until a restart", "err", err)
+			}
 			err = fmt.Errorf("sqlite: sync the WAL: %w", err)
 		}
 		for _, p := range pending {
