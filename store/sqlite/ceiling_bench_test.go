@@ -1,0 +1,128 @@
+package sqlite_test
+
+import (
+	"database/sql"
+	"math/rand/v2"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/wamux/wamux/store/sqlite"
+)
+
+// BenchmarkRawReceiptRows measures what this machine's SQLite (the same
+// modernc build) can insert at best into a table of message_receipts'
+// exact shape, with nothing else going on: one connection, WAL,
+// synchronous=NORMAL (no fsync per commit), statements of 100 rows,
+// transactions of 2,048 rows (the pipeline's largest batch). It is the
+// ceiling any receipt pipeline on this store is measured against: every
+// distinct receipt is one such row, on top of the state, key and log
+// writes. "sequential" inserts the rows in key order (seq, entry) as the
+// receipts of fresh messages mostly arrive; "shuffled" inserts the same
+// rows in random order, the worst case of a B-tree clustered by message.
+//
+//	go test ./store/sqlite -run '^$' -bench RawReceiptRows -benchtime 1000000x
+func BenchmarkRawReceiptRows(b *testing.B) {
+	ddl := receiptTableDDL(b)
+	for _, order := range []string{"sequential", "shuffled"} {
+		b.Run(order, func(b *testing.B) {
+			const perStmt, perTx = 100, 2048
+			type row struct {
+				seq   int64
+				entry string
+			}
+			// The rows of messages with three receipts each: all the
+			// first receipts, then all the second, then the third, as
+			// `bench receipts` delivers them.
+			msgs := (b.N + 2) / 3
+			entries := []string{"sent", "delivered", "read"}
+			rows := make([]row, 0, b.N+perStmt)
+			for i := 0; len(rows) < b.N; i++ {
+				rows = append(rows, row{int64(i%msgs) + 1, entries[(i/msgs)%3]})
+			}
+			if order == "shuffled" {
+				rng := rand.New(rand.NewPCG(1, 2))
+				rng.Shuffle(len(rows), func(i, j int) { rows[i], rows[j] = rows[j], rows[i] })
+			}
+			for len(rows)%perStmt != 0 { // pad with repeats the conflict clause skips
+				rows = append(rows, rows[len(rows)-1])
+			}
+			db, err := sql.Open("sqlite", filepath.Join(b.TempDir(), "raw.db")+
+				"?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=cache_size(-32768)")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer db.Close()
+			db.SetMaxOpenConns(1)
+			if _, err := db.Exec(ddl); err != nil {
+				b.Fatal(err)
+			}
+			stmt, err := db.Prepare(`INSERT INTO message_receipts (seq, entry, event_time, callback_data, recipient,
+				error_code, error_title, source, stamp, applied) VALUES ` +
+				strings.TrimSuffix(strings.Repeat("(?,?,?,?,?,?,?,?,?,?),", perStmt), ",") + ` ON CONFLICT DO NOTHING`)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer stmt.Close()
+			args := make([]any, 0, perStmt*10)
+			b.ResetTimer()
+			var tx *sql.Tx
+			for i := 0; i < len(rows); i += perStmt {
+				if tx == nil {
+					if tx, err = db.Begin(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				args = args[:0]
+				for _, r := range rows[i : i+perStmt] {
+					const t0 = 1767225600000
+					args = append(args, r.seq, r.entry, t0+r.seq, "msg-"+strconv.FormatInt(r.seq, 10), "16505551234",
+						int64(0), "", "webhook", int64(t0), int64(t0))
+				}
+				if _, err := tx.Stmt(stmt).Exec(args...); err != nil {
+					b.Fatal(err)
+				}
+				if (i+perStmt)%perTx < perStmt || i+perStmt == len(rows) {
+					if err := tx.Commit(); err != nil {
+						b.Fatal(err)
+					}
+					tx = nil
+				}
+			}
+			b.StopTimer()
+			var n int
+			if err := db.QueryRow(`SELECT count(*) FROM message_receipts`).Scan(&n); err != nil {
+				b.Fatal(err)
+			}
+			if n != b.N {
+				b.Fatalf("%d rows stored, want %d", n, b.N)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
+}
+
+// receiptTableDDL returns message_receipts' CREATE statement as the
+// migrations leave it, so the benchmark's table cannot drift from the
+// real one.
+func receiptTableDDL(b *testing.B) string {
+	path := filepath.Join(b.TempDir(), "wamux.db")
+	s, err := sqlite.Open(b.Context(), path, sqlite.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	var ddl string
+	if err := db.QueryRow(`SELECT sql FROM sqlite_master WHERE name = 'message_receipts'`).Scan(&ddl); err != nil {
+		b.Fatal(err)
+	}
+	return ddl
+}
