@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"database/sql"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -125,4 +126,30 @@ func receiptTableDDL(b *testing.B) string {
 		b.Fatal(err)
 	}
 	return ddl
+}
+
+// BenchmarkWALFsync measures one durable commit's floor on this machine's
+// disk: a 4 KiB append to a file (a WAL frame) and its fsync. Every
+// webhook answer waits for at least one, so with c requests in flight a
+// durable handler answers at most c / (round trip + fsync) per second,
+// whatever its CPU cost (docs/BENCHMARKS.md).
+//
+//	go test ./store/sqlite -run '^$' -bench WALFsync -benchtime 2000x
+func BenchmarkWALFsync(b *testing.B) {
+	f, err := os.Create(filepath.Join(b.TempDir(), "fsync.wal"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	page := make([]byte, 4096)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := f.Write(page); err != nil {
+			b.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "fsyncs/s")
 }
