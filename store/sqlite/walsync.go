@@ -42,7 +42,7 @@ type syncBatch struct {
 type walSyncer struct {
 	path string
 	f    *os.File
-	// sync is (*os.File).Sync; tests replace it.
+	// sync is syncData (fdatasync where there is one); tests replace it.
 	sync func(*os.File) error
 	// failed is the first fsync error, returned for good after it: the
 	// kernel may have dropped the pages that did not reach the disk and
@@ -53,7 +53,7 @@ type walSyncer struct {
 }
 
 func newWALSyncer(dbPath string) *walSyncer {
-	return &walSyncer{path: dbPath + "-wal", sync: (*os.File).Sync}
+	return &walSyncer{path: dbPath + "-wal", sync: syncData}
 }
 
 // syncWAL makes every WAL frame written so far durable.

@@ -22,9 +22,41 @@ func blockSync(t *testing.T, s *Store, fail func() error) (started chan string, 
 		if err := fail(); err != nil {
 			return err
 		}
-		return f.Sync()
+		return syncData(f)
 	}
 	return started, release
+}
+
+// syncData flushes a file it can and reports the failure on one it
+// cannot (a closed descriptor), so a failed flush is never taken for a
+// durable WAL.
+func TestSyncDataReportsFailure(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "x-wal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte("frame")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syncData(f); err != nil {
+		t.Fatalf("sync of an open file: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := syncData(f); err == nil {
+		t.Fatal("sync of a closed file reported success")
+	}
+	// An open descriptor that cannot be flushed: the call's own error.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if err := syncData(r); err == nil {
+		t.Fatal("sync of a pipe reported success")
+	}
 }
 
 func walReceipts(n int) []wamux.Receipt {
