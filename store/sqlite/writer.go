@@ -186,11 +186,16 @@ func (s *Store) commitBatch(w *writeTx, batch []*request, errs []error) []error 
 	if _, err := w.exec("BEGIN IMMEDIATE"); err != nil {
 		return fail(fmt.Errorf("sqlite: begin: %w", wrapErr(err)))
 	}
-	if err := w.catchUp(); err != nil {
+	// Alone on the file (data_version unmoved) there is nothing to catch
+	// up with: the ledger's tail is this writer's own.
+	others, err := w.checkOthers()
+	if err != nil {
 		return fail(err)
 	}
-	if err := w.checkOthers(); err != nil {
-		return fail(err)
+	if others {
+		if err := w.catchUp(); err != nil {
+			return fail(err)
+		}
 	}
 	single := len(batch) == 1
 	for i, r := range batch {
@@ -322,22 +327,24 @@ func (w *writeTx) txDone(committed bool) {
 	w.states.txDone(committed)
 }
 
-// checkOthers forgets the cached states when another connection (so
-// another process: the writer is this process's only writing
-// connection) committed since the last transaction began; data_version
-// does not move for the connection's own commits.
-func (w *writeTx) checkOthers() error {
+// checkOthers reports whether another connection (so another process:
+// the writer is this process's only writing connection) committed since
+// the last transaction began, or this is the first, and then forgets the
+// cached states; data_version does not move for the connection's own
+// commits.
+func (w *writeTx) checkOthers() (bool, error) {
 	var v int64
 	if _, err := w.queryRow("PRAGMA data_version", nil, &v); err != nil {
-		return fmt.Errorf("sqlite: data version: %w", wrapErr(err))
+		return false, fmt.Errorf("sqlite: data version: %w", wrapErr(err))
 	}
-	if v != w.dataVersion {
-		if w.dataVersion >= 0 {
-			w.states.cache.reset()
-		}
-		w.dataVersion = v
+	if v == w.dataVersion {
+		return false, nil
 	}
-	return nil
+	if w.dataVersion >= 0 {
+		w.states.cache.reset()
+	}
+	w.dataVersion = v
+	return true, nil
 }
 
 // argBuf returns an empty argument buffer with room for n values.
