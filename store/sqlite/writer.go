@@ -194,6 +194,7 @@ func (s *Store) commitBatch(w *writeTx, batch []*request, errs []error) []error 
 	}
 	if others {
 		if err := w.catchUp(); err != nil {
+			w.dataVersion = -1 // so that the next transaction catches up
 			return fail(err)
 		}
 	}
