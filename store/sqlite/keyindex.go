@@ -207,6 +207,10 @@ const catchUpSQL = `SELECT seq, account_id, message_id FROM message_keys WHERE s
 // (after BEGIN IMMEDIATE), so nobody appends meanwhile; alone on the
 // file, it finds nothing.
 func (w *writeTx) catchUp() error {
+	if err := w.catchUpFault; err != nil {
+		w.catchUpFault = nil
+		return err
+	}
 	t := w.seqs.tail
 	_, last := t.bounds()
 	rows, err := w.query(catchUpSQL, last)

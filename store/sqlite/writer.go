@@ -285,6 +285,9 @@ type writeTx struct {
 	// full: the connection is known to commit with synchronous=FULL
 	// (syncFor).
 	full bool
+	// catchUpFault, when set (tests, from a write request), is what the
+	// next catchUp fails with instead of reading.
+	catchUpFault error
 }
 
 // syncFor sets the connection's synchronous mode for batch: NORMAL when

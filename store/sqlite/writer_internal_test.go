@@ -309,3 +309,38 @@ func TestGroupingLingersOnlyWhenItPays(t *testing.T) {
 		t.Fatal("lingered with GroupWait turned off")
 	}
 }
+
+// A transaction whose catch-up with another process's ledger rows fails
+// leaves the catch-up to the next one, although data_version has not
+// moved since: otherwise this store would number the other process's new
+// message a second time.
+func TestFailedCatchUpIsRetried(t *testing.T) {
+	a := openInternal(t)
+	b := openSecond(t, a)
+	ctx := t.Context()
+	injected := errors.New("injected catch-up failure")
+	if err := a.write(ctx, func(w *writeTx) error { w.catchUpFault = injected; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	at := time.UnixMilli(1_750_000_000_000)
+	m := wamux.Receipt{MessageID: "wamid.M", AccountID: "acc1", Type: wamux.ReceiptSent, EventTime: at}
+	if _, err := b.InsertReceipts(ctx, []wamux.Receipt{m}); err != nil {
+		t.Fatal(err)
+	}
+	other := wamux.Receipt{MessageID: "wamid.N", AccountID: "acc1", Type: wamux.ReceiptSent, EventTime: at}
+	if _, err := a.InsertReceipts(ctx, []wamux.Receipt{other}); !errors.Is(err, injected) {
+		t.Fatalf("write during the failed catch-up: %v, want the injected error", err)
+	}
+	m.Type = wamux.ReceiptDelivered
+	if _, err := a.InsertReceipts(ctx, []wamux.Receipt{m}); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := a.rdb.QueryRowContext(ctx, `SELECT count(*) FROM message_keys WHERE account_id = ? AND message_id = ?`,
+		m.AccountID, m.MessageID).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Fatalf("%s numbered %d times", m.MessageID, n)
+	}
+}
