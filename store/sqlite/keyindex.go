@@ -204,8 +204,9 @@ const catchUpSQL = `SELECT seq, account_id, message_id FROM message_keys WHERE s
 
 // catchUp adds to the tail what another process appended to the ledger
 // since this writer last knew it. It runs inside the writer's transaction
-// (after BEGIN IMMEDIATE), so nobody appends meanwhile; alone on the
-// file, it finds nothing.
+// (after BEGIN IMMEDIATE), so nobody appends meanwhile, and only when
+// data_version shows that another connection committed (commitBatch):
+// alone on the file, it would find nothing.
 func (w *writeTx) catchUp() error {
 	if err := w.catchUpFault; err != nil {
 		w.catchUpFault = nil
