@@ -1,6 +1,7 @@
 // Package receiptlog is the layout both stores give the receipt pipeline's
 // durable log (store.PipelineStore): one entry per append holding all of
-// its receipts as a JSON array, and acknowledgements kept in memory.
+// its receipts in a compact binary encoding (binary.go; entries of earlier
+// versions are JSON and still read), and acknowledgements kept in memory.
 //
 // A row per receipt cost every receipt a row insert with eleven bound
 // values and an index delete when it was acknowledged: about a fifth of
@@ -18,12 +19,9 @@
 package receiptlog
 
 import (
-	"encoding/json"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/store"
@@ -282,72 +280,6 @@ func (a *Acks) List(afterID int64, limit int, page func(from int64) ([]Stored, e
 // PageSize is how many entries a page of List should hold.
 const PageSize = 64
 
-// Encode writes receipts as a JSON array of arrays: [message_id,
-// account_id, receipt_type, event_time, callback_data, recipient,
-// error_code, error_title, source, received_at], times in Unix ms (0 for
-// none) and a zero ReceivedAt replaced by now. The stores' migrations
-// build the same shape from their old per-receipt rows. Written by hand:
-// encoding/json would reflect over each receipt on the appender's path.
-func Encode(rs []wamux.Receipt, now int64) []byte {
-	b := make([]byte, 0, len(rs)*128)
-	b = append(b, '[')
-	for i := range rs {
-		r := &rs[i]
-		if i > 0 {
-			b = append(b, ',')
-		}
-		received := unixMS(r.ReceivedAt)
-		if received == 0 {
-			received = now
-		}
-		b = appendJSONString(append(b, '['), r.MessageID)
-		for _, f := range [...]field{{s: r.AccountID}, {s: string(r.Type)}, {n: unixMS(r.EventTime), num: true},
-			{s: r.CallbackData}, {s: r.Recipient}, {n: int64(r.ErrorCode), num: true}, {s: r.ErrorTitle},
-			{s: r.Source}, {n: received, num: true}} {
-			if f.num {
-				b = strconv.AppendInt(append(b, ','), f.n, 10)
-			} else {
-				b = appendJSONString(append(b, ','), f.s)
-			}
-		}
-		b = append(b, ']')
-	}
-	return append(b, ']')
-}
-
-// field is one field after the first of an encoded receipt: a string, or
-// a number when num is set.
-type field struct {
-	s   string
-	n   int64
-	num bool
-}
-
-// Decode reads what Encode (or a store's migration) wrote.
-func Decode(data []byte) ([]wamux.Receipt, error) {
-	var rows [][]json.RawMessage
-	if err := json.Unmarshal(data, &rows); err != nil {
-		return nil, fmt.Errorf("decode receipt log entry: %w", err)
-	}
-	out := make([]wamux.Receipt, len(rows))
-	for i, row := range rows {
-		if len(row) != 10 {
-			return nil, fmt.Errorf("decode receipt log entry: receipt %d has %d fields, want 10", i, len(row))
-		}
-		r := &out[i]
-		var typ string
-		var event, received int64
-		for j, dst := range []any{&r.MessageID, &r.AccountID, &typ, &event, &r.CallbackData, &r.Recipient,
-			&r.ErrorCode, &r.ErrorTitle, &r.Source, &received} {
-			if err := json.Unmarshal(row[j], dst); err != nil {
-				return nil, fmt.Errorf("decode receipt log entry: receipt %d field %d: %w", i, j, err)
-			}
-		}
-		r.Type, r.EventTime, r.ReceivedAt = wamux.ReceiptType(typ), fromUnixMS(event), fromUnixMS(received)
-	}
-	return out, nil
-}
-
 func unixMS(t time.Time) int64 {
 	if t.IsZero() {
 		return 0
@@ -360,40 +292,4 @@ func fromUnixMS(v int64) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMilli(v).UTC()
-}
-
-// appendJSONString appends s as a JSON string. Invalid UTF-8 becomes
-// U+FFFD, as encoding/json does.
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				b = append(b, '\\', c)
-			case c == '\n':
-				b = append(b, '\\', 'n')
-			case c == '\r':
-				b = append(b, '\\', 'r')
-			case c == '\t':
-				b = append(b, '\\', 't')
-			case c < 0x20:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			default:
-				b = append(b, c)
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, `\ufffd`...)
-		} else {
-			b = append(b, s[i:i+size]...)
-		}
-		i += size
-	}
-	return append(b, '"')
 }

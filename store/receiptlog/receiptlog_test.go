@@ -1,10 +1,13 @@
 package receiptlog
 
 import (
+	"encoding/base64"
 	"errors"
+	"fmt"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/wamux/wamux"
 )
@@ -48,42 +51,139 @@ func TestEncodeDecode(t *testing.T) {
 	}
 }
 
-// FuzzEncode: whatever strings a receipt carries, the entry decodes to
-// them (invalid UTF-8 as U+FFFD, as encoding/json would store it).
+// FuzzEncode: whatever a receipt carries, the entry decodes to it byte
+// for byte, invalid UTF-8 included.
 func FuzzEncode(f *testing.F) {
 	for _, s := range awkward {
 		f.Add(s, s, int64(1), 7)
 	}
 	f.Add("\xff\xfe", "a\u2028b", int64(-5), -1)
+	f.Add("wamid.HBgLMTY1MDU1NTEyMzQVAgARGBI5QTNDQTVCM0I0Q0Q1RjMyAA==", "acc", int64(1<<62), 1<<40)
+	f.Add("wamid.QR==", "", int64(-1<<63), 0)
 	f.Fuzz(func(t *testing.T, a, b string, event int64, code int) {
 		r := wamux.Receipt{MessageID: a, AccountID: b, Type: wamux.ReceiptType(a + b), EventTime: time.UnixMilli(event).UTC(),
 			CallbackData: b, ErrorCode: code, ErrorTitle: a, Source: b, ReceivedAt: time.UnixMilli(9).UTC()}
-		got, err := Decode(Encode([]wamux.Receipt{r, r}, 0))
+		if event == 0 {
+			r.EventTime = time.Time{}
+		}
+		other := r
+		other.AccountID, other.EventTime, other.ErrorCode = a, time.UnixMilli(-event/3).UTC(), -code
+		if event/3 == 0 {
+			other.EventTime = time.Time{}
+		}
+		got, err := Decode(Encode([]wamux.Receipt{r, other, r}, 0))
 		if err != nil {
 			t.Fatalf("decode: %v", err)
 		}
-		want := r
-		want.MessageID, want.AccountID = validUTF8(a), validUTF8(b)
-		want.Type = wamux.ReceiptType(validUTF8(a + b))
-		want.CallbackData, want.ErrorTitle, want.Source = validUTF8(b), validUTF8(a), validUTF8(b)
-		if event == 0 {
-			want.EventTime = time.Time{}
-		}
-		if len(got) != 2 || got[0] != want || got[1] != want {
-			t.Fatalf("got %+v, want twice %+v", got, want)
+		if len(got) != 3 || got[0] != r || got[1] != other || got[2] != r {
+			t.Fatalf("got %+v, want %+v, %+v, %+v", got, r, other, r)
 		}
 	})
 }
 
-// validUTF8 replaces each invalid byte with U+FFFD, as encoding/json does.
-func validUTF8(s string) string {
-	out := make([]rune, 0, len(s))
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		out = append(out, r)
-		i += size
+// FuzzDecode: stored bytes that are not an entry (a torn or corrupted row)
+// are an error, never a panic or an absurd allocation; what decodes
+// encodes back to an entry that decodes the same.
+func FuzzDecode(f *testing.F) {
+	var rs []wamux.Receipt
+	for i := range 3 {
+		rs = append(rs, testReceipt(i))
 	}
-	return string(out)
+	f.Add(Encode(rs, 0))
+	f.Add(encodeJSON(rs, 0))
+	f.Add([]byte{binaryVersion, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Add([]byte{binaryVersion, 1, 3})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := Decode(data)
+		if err != nil {
+			return
+		}
+		if len(got) > len(data) {
+			t.Fatalf("%d receipts out of %d bytes", len(got), len(data))
+		}
+		again, err := Decode(Encode(got, 0))
+		if err != nil {
+			t.Fatalf("re-encoded entry: %v", err)
+		}
+		if len(again) != len(got) {
+			t.Fatalf("re-encoded %d receipts, decoded %d", len(got), len(again))
+		}
+		for i := range got {
+			if again[i] != got[i] && !(got[i].ReceivedAt.IsZero() && again[i].ReceivedAt.IsZero()) {
+				t.Fatalf("receipt %d: %+v, then %+v", i, got[i], again[i])
+			}
+		}
+	})
+}
+
+// TestDecodeJSONEntries: entries written before the binary format (and by
+// the stores' migrations) are still read, with their receipts as stored.
+func TestDecodeJSONEntries(t *testing.T) {
+	var rs []wamux.Receipt
+	for i := range 2 * len(awkward) {
+		rs = append(rs, testReceipt(i))
+	}
+	got, err := Decode(encodeJSON(rs, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(rs) {
+		t.Fatalf("decoded %d receipts, want %d", len(got), len(rs))
+	}
+	for i := range rs {
+		if got[i] != rs[i] {
+			t.Errorf("receipt %d: got %+v, want %+v", i, got[i], rs[i])
+		}
+	}
+	migrated := `[["wamid.A","acc1","read",1700000000000,"cb","155",0,"","webhook",1700000000001]]`
+	got, err = Decode([]byte(migrated))
+	if err != nil || len(got) != 1 || got[0].MessageID != "wamid.A" || got[0].Type != wamux.ReceiptRead ||
+		got[0].ReceivedAt != time.UnixMilli(1700000000001).UTC() {
+		t.Fatalf("migrated entry: %+v, %v", got, err)
+	}
+}
+
+// TestBinaryEntries: corrupt entries are refused, and a realistic entry
+// (Cloud API message ids, a few accounts) is less than half its JSON.
+func TestBinaryEntries(t *testing.T) {
+	var rs []wamux.Receipt
+	for i := range 100 {
+		// The shape of the Cloud API's ids: base64 of the recipient and a
+		// hex id in a small binary frame.
+		raw := append([]byte{0x1c, 0x18, 11}, "16505551234"...)
+		raw = append(append(raw, 0x15, 0x02, 0x00, 0x11, 0x18, 18), fmt.Sprintf("%016X%02X", i*7919, i%256)...)
+		rs = append(rs, wamux.Receipt{MessageID: "wamid." + base64.StdEncoding.EncodeToString(append(raw, 0)),
+			AccountID: fmt.Sprintf("acc%02d", i%8), Type: wamux.ReceiptDelivered,
+			EventTime: time.UnixMilli(1_767_225_600_000 + int64(i)*61_000).UTC(), CallbackData: "msg-" + strconv.Itoa(100_000+i),
+			Source: "webhook", ReceivedAt: time.UnixMilli(1_767_225_700_000).UTC()})
+	}
+	enc, js := Encode(rs, 0), encodeJSON(rs, 0)
+	t.Logf("100 receipts: binary %d bytes, JSON %d", len(enc), len(js))
+	if 2*len(enc) > len(js) {
+		t.Errorf("binary entry %d bytes, JSON %d: want less than half", len(enc), len(js))
+	}
+	got, err := Decode(enc)
+	if err != nil || len(got) != len(rs) || got[99] != rs[99] || got[0] != rs[0] {
+		t.Fatalf("round trip: %v", err)
+	}
+	// Every proper prefix is refused, as is anything after the last receipt.
+	for n := 1; n < len(enc); n++ {
+		if _, err := Decode(enc[:n]); err == nil {
+			t.Fatalf("decoded the first %d of %d bytes", n, len(enc))
+		}
+	}
+	if _, err := Decode(append(slices.Clip(enc), 0)); err == nil {
+		t.Error("decoded an entry with a trailing byte")
+	}
+	// A reference to a string the entry has not spelled out.
+	if _, err := Decode([]byte{binaryVersion, 1, 0, 3}); err == nil {
+		t.Error("decoded a dangling string reference")
+	}
+	// A non-canonical base64 id is kept as written.
+	odd := wamux.Receipt{MessageID: "wamid.QR==", AccountID: "a", Type: wamux.ReceiptSent}
+	if got, err := Decode(Encode([]wamux.Receipt{odd}, 5)); err != nil || got[0].MessageID != odd.MessageID {
+		t.Fatalf("non-canonical id: %+v, %v", got, err)
+	}
 }
 
 func TestIDs(t *testing.T) {
