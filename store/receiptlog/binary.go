@@ -128,27 +128,20 @@ type reader struct {
 	dict []string
 }
 
-func (r *reader) uvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.data)
-	if n <= 0 {
-		r.err = errShort
-		return 0
-	}
-	r.data = r.data[n:]
-	return v
-}
+func (r *reader) uvarint() uint64 { return next(r, binary.Uvarint) }
 
-func (r *reader) varint() int64 {
+func (r *reader) varint() int64 { return next(r, binary.Varint) }
+
+// next reads one varint with read (binary.Uvarint or binary.Varint).
+func next[T any](r *reader, read func([]byte) (T, int)) T {
+	var zero T
 	if r.err != nil {
-		return 0
+		return zero
 	}
-	v, n := binary.Varint(r.data)
+	v, n := read(r.data)
 	if n <= 0 {
 		r.err = errShort
-		return 0
+		return zero
 	}
 	r.data = r.data[n:]
 	return v

@@ -22,25 +22,29 @@ func testReceipt(i int) wamux.Receipt {
 		ErrorCode: 131000 + i, ErrorTitle: s, Source: "webhook", ReceivedAt: time.UnixMilli(1_700_000_001_000).UTC()}
 }
 
+// TestEncodeDecode: both formats (the binary one written now, the JSON
+// one of earlier versions, still read) give back the receipts as stored.
 func TestEncodeDecode(t *testing.T) {
 	var rs []wamux.Receipt
 	for i := range 2 * len(awkward) {
 		rs = append(rs, testReceipt(i))
 	}
-	got, err := Decode(Encode(rs, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != len(rs) {
-		t.Fatalf("decoded %d receipts, want %d", len(got), len(rs))
-	}
-	for i := range rs {
-		if got[i] != rs[i] {
-			t.Errorf("receipt %d: got %+v, want %+v", i, got[i], rs[i])
+	for name, encode := range map[string]func([]wamux.Receipt, int64) []byte{"binary": Encode, "json": encodeJSON} {
+		got, err := Decode(encode(rs, 0))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(got) != len(rs) {
+			t.Fatalf("%s: decoded %d receipts, want %d", name, len(got), len(rs))
+		}
+		for i := range rs {
+			if got[i] != rs[i] {
+				t.Errorf("%s: receipt %d: got %+v, want %+v", name, i, got[i], rs[i])
+			}
 		}
 	}
 	// A receipt without ReceivedAt is stamped with the append time.
-	got, err = Decode(Encode([]wamux.Receipt{{MessageID: "m", AccountID: "a", Type: wamux.ReceiptSent}}, 42))
+	got, err := Decode(Encode([]wamux.Receipt{{MessageID: "m", AccountID: "a", Type: wamux.ReceiptSent}}, 42))
 	if err != nil || !got[0].ReceivedAt.Equal(time.UnixMilli(42)) {
 		t.Fatalf("received_at = %v (%v), want the append time", got[0].ReceivedAt, err)
 	}
@@ -116,27 +120,11 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
-// TestDecodeJSONEntries: entries written before the binary format (and by
-// the stores' migrations) are still read, with their receipts as stored.
-func TestDecodeJSONEntries(t *testing.T) {
-	var rs []wamux.Receipt
-	for i := range 2 * len(awkward) {
-		rs = append(rs, testReceipt(i))
-	}
-	got, err := Decode(encodeJSON(rs, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != len(rs) {
-		t.Fatalf("decoded %d receipts, want %d", len(got), len(rs))
-	}
-	for i := range rs {
-		if got[i] != rs[i] {
-			t.Errorf("receipt %d: got %+v, want %+v", i, got[i], rs[i])
-		}
-	}
+// TestDecodeMigratedEntries: the JSON entries the stores' migrations
+// built from their old per-receipt rows are read.
+func TestDecodeMigratedEntries(t *testing.T) {
 	migrated := `[["wamid.A","acc1","read",1700000000000,"cb","155",0,"","webhook",1700000000001]]`
-	got, err = Decode([]byte(migrated))
+	got, err := Decode([]byte(migrated))
 	if err != nil || len(got) != 1 || got[0].MessageID != "wamid.A" || got[0].Type != wamux.ReceiptRead ||
 		got[0].ReceivedAt != time.UnixMilli(1700000000001).UTC() {
 		t.Fatalf("migrated entry: %+v, %v", got, err)
