@@ -6,7 +6,8 @@ import (
 )
 
 // syncData makes f's data durable with fdatasync(2), as SQLite's own unix
-// VFS does where it has it: it flushes what is needed to read the data
+// VFS does where it is built with it (the modernc build is not: its
+// commits call fsync): it flushes what is needed to read the data
 // back (a grown file's size included) but not timestamps, which saves
 // the journal commit an fsync pays for an mtime change when SQLite
 // rewrites a WAL from its start.
