@@ -37,6 +37,9 @@ const (
 	// QueueCapDefault bounds the receipts held in memory per partition;
 	// beyond it they stay in the durable log and are read back from there.
 	QueueCapDefault = 1 << 16
+	// AppendHoldDefault bounds how long a busy appender holds a group
+	// commit open: a webhook's answer waits for it.
+	AppendHoldDefault = 5 * time.Millisecond
 	// SpillAfterDefault bounds the backpressure wait of Ingest.
 	SpillAfterDefault = 2 * time.Second
 	// ReloadPageDefault is how many log entries one read takes back.
@@ -64,6 +67,10 @@ type Config struct {
 	// SpillAfter is how long Ingest waits for room in a full queue before
 	// leaving the receipts to the log; the wait is the backpressure.
 	SpillAfter time.Duration
+	// AppendHold is how long, at most, the log appender holds a group
+	// commit open for more Ingest calls while the CPUs are busy (append.go);
+	// default 5 ms, negative: never.
+	AppendHold time.Duration
 	ReloadPage int
 	LRU        LRUConfig
 	Bloom      BloomConfig
@@ -122,10 +129,14 @@ type Pipeline struct {
 	lru *LRU
 	// appends carries Ingest calls to the appender (append.go).
 	appends chan *appendReq
-	bloom   *Bloom
-	m       *metrics
-	c       counters
-	parts   []*partition
+	// busy and appendGap decide whether and how long the appender holds
+	// a group open (collect); tests replace them.
+	busy      func() float64
+	appendGap time.Duration
+	bloom     *Bloom
+	m         *metrics
+	c         counters
+	parts     []*partition
 
 	paused atomic.Bool // apply_state off
 	// backlogUpTo: log ids up to it were left by an earlier run and, when
@@ -166,6 +177,9 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.SpillAfter <= 0 {
 		cfg.SpillAfter = SpillAfterDefault
 	}
+	if cfg.AppendHold == 0 {
+		cfg.AppendHold = AppendHoldDefault
+	}
 	cfg.BatchMin = min(cfg.BatchMin, cfg.BatchMax)
 	cfg.Retry.setDefaults()
 	lru, err := NewLRU(cfg.LRU)
@@ -187,7 +201,8 @@ func New(cfg Config) (*Pipeline, error) {
 		return nil, err
 	}
 	p := &Pipeline{cfg: cfg, st: cfg.Store, set: cfg.Settings, log: cfg.Logger, now: cfg.Now,
-		lru: lru, bloom: bloom, m: m, stop: make(chan struct{}), appends: make(chan *appendReq, 1024)}
+		lru: lru, bloom: bloom, m: m, stop: make(chan struct{}), appends: make(chan *appendReq, 1024),
+		busy: newCPULoad().busy, appendGap: appendGapDefault}
 	p.flushed = sync.NewCond(&p.flushMu)
 	for i := range cfg.Partitions {
 		p.parts = append(p.parts, newPartition(i, m))
