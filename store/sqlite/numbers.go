@@ -9,13 +9,20 @@ import (
 
 // numbersPerShard is how many message numbers one generation of one shard
 // of the number cache holds. With the previous generation and 16 shards
-// the cache keeps up to 512 Ki numbers (a 16-byte key and an 8-byte value
-// each, in maps sized for a full generation): about 27 MiB once both
-// generations have filled (measured: 26.6 MiB holding 427 Ki numbers),
+// the cache keeps up to 1 Mi numbers (a 16-byte key and an 8-byte value
+// each, in maps sized for a full generation): about 53 MiB once both
+// generations have filled (measured: 53.3 MiB holding 717 Ki numbers),
 // enough for every message a receipt flood of a few minutes touches.
+// Right after a shard turns over it holds only one generation, so the
+// cache is sure to hold the last 512 Ki; at 16 Ki a shard (256 Ki sure),
+// 12 % of the state reads of bench receipts' 307 Ki messages missed it
+// and looked the message up in message_key_index, on a reader or on the
+// writer: 32 Ki ran 5-8 % faster with 7-9 % less CPU per receipt
+// (docs/BENCHMARKS.md, thirteenth session). It matches the state cache
+// (StateCacheDefault), whose entries are found by number.
 const (
 	numberShards    = 16
-	numbersPerShard = 16 << 10
+	numbersPerShard = 32 << 10
 )
 
 // msgHash names a message (account id, provider id) in the number cache:
