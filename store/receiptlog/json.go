@@ -7,7 +7,8 @@ import (
 	"github.com/wamux/wamux"
 )
 
-// decodeJSON reads what encodeJSON (or a store's migration) wrote.
+// decodeJSON reads the JSON entries of earlier versions and of the
+// stores' migrations (the format encodeJSON, in the tests, writes).
 func decodeJSON(data []byte) ([]wamux.Receipt, error) {
 	var rows [][]json.RawMessage
 	if err := json.Unmarshal(data, &rows); err != nil {

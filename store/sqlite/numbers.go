@@ -17,8 +17,8 @@ import (
 // cache is sure to hold the last 512 Ki; at 16 Ki a shard (256 Ki sure),
 // 12 % of the state reads of bench receipts' 307 Ki messages missed it
 // and looked the message up in message_key_index, on a reader or on the
-// writer: 32 Ki ran 5-8 % faster with 7-9 % less CPU per receipt
-// (docs/BENCHMARKS.md, thirteenth session). It matches the state cache
+// writer: 32 Ki ran 4 % faster on average (13 alternating pairs) with
+// 6 % less CPU per receipt (docs/BENCHMARKS.md, thirteenth session). It matches the state cache
 // (StateCacheDefault), whose entries are found by number.
 const (
 	numberShards    = 16
