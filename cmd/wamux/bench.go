@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 )
 
@@ -55,12 +56,29 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		defer pprof.StopCPUProfile()
 	}
+	// --trace=FILE writes a runtime execution trace: where the run waits
+	// rather than computes (go tool trace -pprof=sync|syscall|sched FILE).
+	if len(args) > 0 && strings.HasPrefix(args[0], "--trace=") {
+		path := strings.TrimPrefix(args[0], "--trace=")
+		args = args[1:]
+		f, err := os.Create(path)
+		if err != nil {
+			fmt.Fprintf(stderr, "wamux bench: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			fmt.Fprintf(stderr, "wamux bench: %v\n", err)
+			return 1
+		}
+		defer trace.Stop()
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		w := stderr
 		if len(args) > 0 {
 			w = stdout
 		}
-		fmt.Fprintln(w, "usage: wamux bench [--memprofile=FILE] [--cpuprofile=FILE] <kind> [flags] [--json]")
+		fmt.Fprintln(w, "usage: wamux bench [--memprofile=FILE] [--cpuprofile=FILE] [--trace=FILE] <kind> [flags] [--json]")
 		fmt.Fprintln(w, "\nkinds:")
 		for _, k := range []string{"outbound", "receipts", "webhook"} {
 			fmt.Fprintf(w, "  %-9s %s\n", k, benchKinds[k].summary)
