@@ -93,11 +93,12 @@ type Options struct {
 	// write. A negative value turns it off.
 	GroupWait time.Duration
 	// StateCache is how many messages' committed receipt state the store
-	// keeps in memory (statecache.go), about 60 bytes each once full, so
-	// that the receipt pipeline's state reads and Bloom confirmations
-	// need no read transaction. The default, 896 Ki messages (about
-	// 50 MiB), is +6 to +10 % receipts/s over half of it in the receipts
-	// benchmark, whose 307 Ki messages are all in flight at once
+	// keeps in memory (statecache.go): the newest numbers, in a ring of
+	// 32-byte slots rounded up to a power of two, so that the receipt
+	// pipeline's state reads and Bloom confirmations need no read
+	// transaction. The default, 896 Ki messages (a ring of 1 Mi, 32 MiB
+	// once full), was +6 to +10 % receipts/s over half of it in the
+	// receipts benchmark, whose 307 Ki messages are all in flight at once
 	// (docs/BENCHMARKS.md, tenth session).
 	StateCache int
 	// KeyIndexFill is how many new message numbers wait in memory before

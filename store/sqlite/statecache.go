@@ -2,18 +2,32 @@ package sqlite
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/store"
 )
 
-// The state cache has stateShards shards of two generations each; a
-// shard's newest generation holds up to perShard messages, and when it is
-// full the older one is dropped (Options.StateCache sets the bound: two
-// generations per shard, so perShard = StateCache / 2 / stateShards). An
-// entry is an 8-byte key and a 24-byte value: 50 MiB measured holding
-// 832 Ki messages of the default 896 Ki cache.
-const stateShards = 16
+// The state cache is a ring of slots indexed by message number: number
+// n lives in slot n mod the ring's size, a power of two at least
+// Options.StateCache, so the newest numbers are always held and a number
+// goes when one a ring later takes its slot. Message numbers are handed
+// out in the order messages are first seen, and a message's receipts
+// come within hours of each other, so the newest numbers are the ones in
+// use; and since receipts arrive roughly in sending order, consecutive
+// lookups touch neighbouring slots, which the CPU's caches and
+// prefetcher serve, where a hash map scatters them (the map-based cache
+// before spent most of its time waiting for memory: docs/BENCHMARKS.md,
+// fourteenth session). A slot is 32 bytes; the ring is allocated in
+// chunks of stateChunk slots as numbers reach them, so a small store
+// stays small: 32 MiB once the default 1 Mi slots are all in use.
+// Slots are guarded by stateLocks mutexes striped by number, so that
+// neighbouring numbers, which the writer and the readers often use
+// together, do not share one.
+const (
+	stateChunk = 4096
+	stateLocks = 16
+)
 
 // stateCache holds, by message number, what this store's writer
 // committed to a message's rows of message_receipts: its merged state and,
@@ -58,13 +72,16 @@ const stateShards = 16
 //
 // stateCache is safe for concurrent use.
 type stateCache struct {
-	perShard int
-	shards   [stateShards]stateShard
+	mask   uint64 // slots - 1
+	locks  [stateLocks]sync.Mutex
+	chunks []atomic.Pointer[[stateChunk]stateSlot]
 }
 
-type stateShard struct {
-	mu        sync.Mutex
-	cur, prev map[int64]cachedState
+// stateSlot is one slot of the ring: the message numbered seq (0: none;
+// numbers start at 1) and what the cache knows of it.
+type stateSlot struct {
+	seq int64
+	st  cachedState
 }
 
 // cachedState is what the cache knows of one message's rows: its state
@@ -120,40 +137,55 @@ func cacheable(st *store.MessageState, updated int64) cachedState {
 	return c
 }
 
-// newStateCache returns a cache of up to about messages messages.
+// newStateCache returns a cache that holds at least the messages newest
+// numbers.
 func newStateCache(messages int) *stateCache {
-	c := &stateCache{perShard: max(1, messages/2/stateShards)}
-	for i := range c.shards {
-		c.shards[i].cur = map[int64]cachedState{}
+	slots := uint64(stateChunk)
+	for slots < uint64(messages) {
+		slots <<= 1
 	}
-	return c
+	return &stateCache{mask: slots - 1, chunks: make([]atomic.Pointer[[stateChunk]stateSlot], slots/stateChunk)}
 }
 
-func (c *stateCache) shard(seq int64) *stateShard { return &c.shards[uint64(seq)%stateShards] }
+// slot returns the slot of number seq and the mutex guarding it; when its
+// chunk was never written, nil, unless create.
+func (c *stateCache) slot(seq int64, create bool) (*stateSlot, *sync.Mutex) {
+	i := uint64(seq) & c.mask
+	mu := &c.locks[uint64(seq)%stateLocks]
+	ch := &c.chunks[i/stateChunk]
+	p := ch.Load()
+	if p == nil {
+		if !create {
+			return nil, mu
+		}
+		ch.CompareAndSwap(nil, new([stateChunk]stateSlot))
+		p = ch.Load()
+	}
+	return &p[i%stateChunk], mu
+}
 
 // get returns the committed state of the message numbered seq, if held.
 func (c *stateCache) get(seq int64) (cachedState, bool) {
-	sh := c.shard(seq)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if v, ok := sh.cur[seq]; ok {
-		return v, true
+	sl, mu := c.slot(seq, false)
+	if sl == nil {
+		return cachedState{}, false
 	}
-	if v, ok := sh.prev[seq]; ok {
-		sh.putLocked(seq, v, c.perShard)
-		return v, true
+	mu.Lock()
+	defer mu.Unlock()
+	if sl.seq != seq || seq == 0 {
+		return cachedState{}, false
 	}
-	return cachedState{}, false
+	return sl.st, true
 }
 
 // apply files one committed write.
 func (c *stateCache) apply(op cacheOp) {
-	sh := c.shard(op.seq)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	e, ok := sh.cur[op.seq]
+	sl, mu := c.slot(op.seq, true)
+	mu.Lock()
+	defer mu.Unlock()
+	e, ok := sl.st, sl.seq == op.seq
 	if !ok {
-		e, ok = sh.prev[op.seq]
+		e = cachedState{}
 	}
 	switch op.kind {
 	case opNumbered:
@@ -161,8 +193,9 @@ func (c *stateCache) apply(op cacheOp) {
 	case opState, opDerived:
 		if op.row.typ == 0 {
 			// A state the entry cannot hold: no older one may stay.
-			delete(sh.cur, op.seq)
-			delete(sh.prev, op.seq)
+			if sl.seq == op.seq {
+				*sl = stateSlot{}
+			}
 			return
 		}
 		e.event, e.stamp, e.code, e.typ = op.row.event, op.row.stamp, op.row.code, op.row.typ
@@ -181,35 +214,35 @@ func (c *stateCache) apply(op cacheOp) {
 		}
 	}
 	if ok {
-		delete(sh.prev, op.seq)
-		sh.putLocked(op.seq, e, c.perShard)
+		*sl = stateSlot{seq: op.seq, st: e}
 	}
-}
-
-func (sh *stateShard) putLocked(seq int64, v cachedState, perShard int) {
-	if _, ok := sh.cur[seq]; !ok && len(sh.cur) >= perShard {
-		sh.prev, sh.cur = sh.cur, make(map[int64]cachedState, perShard)
-	}
-	sh.cur[seq] = v
 }
 
 // forget drops the message numbered seq (a state whose transaction
 // failed: whether it was committed is not known).
 func (c *stateCache) forget(seq int64) {
-	sh := c.shard(seq)
-	sh.mu.Lock()
-	delete(sh.cur, seq)
-	delete(sh.prev, seq)
-	sh.mu.Unlock()
+	sl, mu := c.slot(seq, false)
+	if sl == nil {
+		return
+	}
+	mu.Lock()
+	if sl.seq == seq {
+		*sl = stateSlot{}
+	}
+	mu.Unlock()
 }
 
-// reset forgets every state.
+// reset forgets every state. The chunks go too: the memory of a ring
+// that filled once is given back until numbers reach it again.
 func (c *stateCache) reset() {
-	for i := range c.shards {
-		sh := &c.shards[i]
-		sh.mu.Lock()
-		sh.cur, sh.prev = map[int64]cachedState{}, nil
-		sh.mu.Unlock()
+	for i := range c.locks {
+		c.locks[i].Lock()
+	}
+	for i := range c.chunks {
+		c.chunks[i].Store(nil)
+	}
+	for i := range c.locks {
+		c.locks[i].Unlock()
 	}
 }
 

@@ -462,47 +462,61 @@ func TestDerivedStatesWithinATransaction(t *testing.T) {
 	}
 }
 
-// The cache holds at most two generations of perShard messages per
-// shard: the newest entries stay, the oldest go, and reading an entry of
-// the older generation keeps it.
+// The cache is a ring: it holds the newest numbers, at least as many as
+// asked for, a number goes when the one a ring later takes its slot, and
+// a slot never answers for another number.
 func TestStateCacheIsBounded(t *testing.T) {
-	c := newStateCache(64) // 2 per shard and generation
-	held := func() int {
-		n := 0
-		for i := range c.shards {
-			n += len(c.shards[i].cur) + len(c.shards[i].prev)
-		}
-		return n
+	c := newStateCache(3 * stateChunk) // rounds up to 4 chunks
+	if n := len(c.chunks) * stateChunk; n != 4*stateChunk {
+		t.Fatalf("%d slots for %d messages; want the next power of two, %d", n, 3*stateChunk, 4*stateChunk)
 	}
-	for seq := int64(1); seq <= 1000; seq++ {
+	ring := int64(4 * stateChunk)
+	last := 3 * ring
+	for seq := int64(1); seq <= last; seq++ {
+		c.apply(cacheOp{seq: seq, kind: opNumbered})
 		c.apply(cacheOp{seq: seq, kind: opState, row: cachedState{typ: 1, event: seq}})
 	}
-	if n := held(); n > 64 {
-		t.Fatalf("%d messages held; the bound is 64", n)
-	}
-	for seq := int64(1000 - 31); seq <= 1000; seq++ {
-		if v, ok := c.get(seq); !ok || v.event != seq {
+	for seq := last - ring + 1; seq <= last; seq++ {
+		if v, ok := c.get(seq); !ok || v.event != seq || !v.complete || !v.stateRow {
 			t.Fatalf("recent message %d: %+v, %v", seq, v, ok)
 		}
 	}
-	if _, ok := c.get(1); ok {
-		t.Fatal("the oldest message is still held")
+	for _, seq := range []int64{1, last - ring, last - 2*ring + 5} {
+		if v, ok := c.get(seq); ok {
+			t.Fatalf("message %d, a ring older than the newest, still answers: %+v", seq, v)
+		}
+	}
+	// A write for an older number takes the slot; the newer number then
+	// misses rather than answering with the older one's state.
+	c.apply(cacheOp{seq: last - ring, kind: opState, row: cachedState{typ: 2, event: 7}})
+	if v, ok := c.get(last - ring); !ok || v.event != 7 || v.complete {
+		t.Fatalf("older message after its write: %+v, %v; want its state, not complete", v, ok)
+	}
+	if v, ok := c.get(last); ok {
+		t.Fatalf("message %d answers after its slot went to %d: %+v", last, last-ring, v)
+	}
+	// A receipt for a message not held adds nothing (the entry would not
+	// know its other rows).
+	c.apply(cacheOp{seq: last, kind: opReceipt, row: cachedState{typ: 1}})
+	if v, ok := c.get(last); ok {
+		t.Fatalf("a receipt alone made an entry: %+v", v)
 	}
 
-	// One message per shard and generation: 16, 32 and 48 share shard 0.
-	// Read after 32 came, 16 moves to the newest generation and outlives
-	// 32 when 48 comes.
-	c = newStateCache(32)
-	for _, seq := range []int64{16, 32} {
-		c.apply(cacheOp{seq: seq, kind: opState, row: cachedState{typ: 1, event: seq}})
+	// Small caches round up to one chunk; reset empties every slot.
+	c = newStateCache(64)
+	if len(c.chunks) != 1 {
+		t.Fatalf("%d chunks for 64 messages", len(c.chunks))
 	}
-	if _, ok := c.get(16); !ok {
-		t.Fatal("16 dropped with one newer message in its shard")
+	c.apply(cacheOp{seq: 5, kind: opNumbered})
+	c.forget(6) // another number: no effect
+	if _, ok := c.get(5); !ok {
+		t.Fatal("forgetting 6 dropped 5")
 	}
-	c.apply(cacheOp{seq: 48, kind: opState, row: cachedState{typ: 1, event: 48}})
-	_, has16 := c.get(16)
-	_, has32 := c.get(32)
-	if !has16 || has32 {
-		t.Fatalf("after 48: 16 held %v, 32 held %v; want the message read kept, the other dropped", has16, has32)
+	c.reset()
+	if _, ok := c.get(5); ok {
+		t.Fatal("reset kept 5")
+	}
+	if _, ok := c.get(0); ok {
+		t.Fatal("an empty slot answered for number 0")
 	}
 }
