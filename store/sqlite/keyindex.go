@@ -138,14 +138,17 @@ func (t *keyTail) add(ks []keyNumber) {
 // positions in known; unknown positions must be read through
 // message_key_index.
 func (s *Store) lookupNumbers(keys []store.StateKey, seq []int64) (known, unknown []int) {
+	hs := make([]msgHash, len(keys))
 	for i, k := range keys {
-		h := s.numbers.hash(k)
-		v, ok := s.numbers.get(h)
-		if !ok {
-			v, ok = s.tail.get(h)
+		hs[i] = s.numbers.hash(k)
+	}
+	found := make([]bool, len(keys))
+	s.numbers.getMany(hs, seq, found)
+	for i := range keys {
+		if !found[i] {
+			seq[i], found[i] = s.tail.get(hs[i])
 		}
-		if ok {
-			seq[i] = v
+		if found[i] {
 			known = append(known, i)
 		} else {
 			unknown = append(unknown, i)

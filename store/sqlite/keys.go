@@ -23,18 +23,36 @@ func newSeqs(committed *numbers, tail *keyTail, filter *keyFilter) seqs {
 	return seqs{committed: committed, tail: tail, filter: filter, tx: map[store.StateKey]int64{}, req: map[store.StateKey]int64{}}
 }
 
-func (c *seqs) get(k store.StateKey) (int64, bool) {
-	if v, ok := c.req[k]; ok {
-		return v, true
+// getMany returns the numbers the writer knows for keys: out[i] and
+// found[i] for keys[i], from the request, the transaction, the cache
+// (looked up together: numbers.getMany) or the tail.
+func (c *seqs) getMany(keys []store.StateKey, out []int64) (found []bool) {
+	found = make([]bool, len(keys))
+	var hs []msgHash
+	var at []int
+	for i, k := range keys {
+		if v, ok := c.req[k]; ok {
+			out[i], found[i] = v, true
+		} else if v, ok := c.tx[k]; ok {
+			out[i], found[i] = v, true
+		} else {
+			hs = append(hs, c.committed.hash(k))
+			at = append(at, i)
+		}
 	}
-	if v, ok := c.tx[k]; ok {
-		return v, true
+	if len(hs) == 0 {
+		return found
 	}
-	h := c.committed.hash(k)
-	if v, ok := c.committed.get(h); ok {
-		return v, true
+	seq := make([]int64, len(hs))
+	ok := make([]bool, len(hs))
+	c.committed.getMany(hs, seq, ok)
+	for j, i := range at {
+		if !ok[j] {
+			seq[j], ok[j] = c.tail.get(hs[j])
+		}
+		out[i], found[i] = seq[j], ok[j]
 	}
-	return c.tail.get(h)
+	return found
 }
 
 // requestDone keeps what a request learned for the rest of the
@@ -76,12 +94,14 @@ func (c *seqs) txDone(committed bool) {
 // lacks too get new numbers, appended to the ledger (migration 0100).
 func (w *writeTx) messageSeqs(keys []store.StateKey) ([]int64, error) {
 	out := make([]int64, len(keys))
+	found := w.seqs.getMany(keys, out)
 	var fresh, lookup []store.StateKey
 	var seen map[store.StateKey]bool
 	for i, k := range keys {
-		if v, ok := w.seqs.get(k); ok {
-			out[i] = v
-		} else if !seen[k] {
+		if found[i] {
+			continue
+		}
+		if !seen[k] {
 			if seen == nil {
 				seen = map[store.StateKey]bool{}
 			}

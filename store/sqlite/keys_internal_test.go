@@ -328,7 +328,7 @@ func (n *numbers) len() int {
 	for i := range n.shards {
 		sh := &n.shards[i]
 		sh.mu.Lock()
-		total += len(sh.cur) + len(sh.prev)
+		total += sh.cur.n + sh.prev.n
 		sh.mu.Unlock()
 	}
 	return total
