@@ -41,11 +41,12 @@ type LRUConfig struct {
 // recorded — so it never drops a new receipt; forgetting a key (eviction,
 // restart, another node) only costs a trip to L2 and L3.
 //
-// Memory is bounded by Accounts × PerAccount ids. One id costs about 160
-// bytes of cache structure plus the message_id it keeps alive (~60 bytes for
-// a wamid), so the defaults' worst case is 256 × 5,000 × ~220 B ≈ 280 MB;
-// the real figure follows the accounts active recently. Size Accounts to the
-// machine: 50 accounts with the default PerAccount take about 55 MB.
+// Memory is bounded by Accounts × PerAccount ids. One id costs 48 bytes of
+// entry and 8 to 16 of table (idset.go) plus the message_id it keeps alive
+// (~60 bytes for a wamid), so the defaults' worst case is 256 × 5,000 ×
+// ~125 B ≈ 160 MB; the real figure follows the accounts active recently.
+// Size Accounts to the machine: 50 accounts with the default PerAccount
+// take about 31 MB.
 //
 // LRU is safe for concurrent use. Each account has its own lock, so
 // accounts do not contend with each other beyond a short map lookup.
@@ -58,7 +59,7 @@ type LRU struct {
 
 type accountLRU struct {
 	mu   sync.Mutex
-	seen *simplelru.LRU[ReceiptID, struct{}]
+	seen *idSet
 }
 
 // NewLRU builds an L1 cache; negative sizes are an error.
@@ -86,10 +87,10 @@ func (l *LRU) Seen(accountID string, id ReceiptID) bool {
 	a := l.account(accountID)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if _, ok := a.seen.Get(id); ok {
+	if a.seen.get(id) {
 		return true
 	}
-	a.seen.Add(id, struct{}{})
+	a.seen.add(id)
 	return false
 }
 
@@ -100,12 +101,7 @@ func (l *LRU) account(accountID string) *accountLRU {
 	if a, ok := l.accounts.Get(accountID); ok {
 		return a
 	}
-	seen, err := simplelru.NewLRU[ReceiptID, struct{}](l.perAccount, nil)
-	if err != nil {
-		// NewLRU fails only on a non-positive size, which NewLRU rules out.
-		panic(fmt.Sprintf("receipts: per-account LRU: %v", err))
-	}
-	a := &accountLRU{seen: seen}
+	a := &accountLRU{seen: newIDSet(l.perAccount)}
 	l.accounts.Add(accountID, a)
 	return a
 }
@@ -118,8 +114,7 @@ func (l *LRU) Contains(accountID string, id ReceiptID) bool {
 	a := l.account(accountID)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	_, ok := a.seen.Get(id)
-	return ok
+	return a.seen.get(id)
 }
 
 // Add records id for accountID.
@@ -127,5 +122,5 @@ func (l *LRU) Add(accountID string, id ReceiptID) {
 	a := l.account(accountID)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.seen.Add(id, struct{}{})
+	a.seen.add(id)
 }

@@ -1,0 +1,100 @@
+package receipts
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/wamux/wamux"
+)
+
+// The id set behaves as the plainest LRU there is: a slice, most recent
+// last, of at most size ids. Few distinct ids over a small size make
+// hits, evictions, table growth and probe clusters (whose deletions shift
+// entries back) all common.
+func TestIDSetIsAnLRU(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		size := rapid.IntRange(1, 40).Draw(t, "size")
+		s := newIDSet(size)
+		var model []ReceiptID
+		types := []wamux.ReceiptType{wamux.ReceiptSent, wamux.ReceiptRead}
+		ops := rapid.IntRange(1, 400).Draw(t, "ops")
+		for range ops {
+			id := ReceiptID{
+				MessageID: fmt.Sprint("m", rapid.IntRange(0, 2*size+3).Draw(t, "msg")),
+				Type:      types[rapid.IntRange(0, 1).Draw(t, "type")],
+			}
+			at := slices.Index(model, id)
+			if at >= 0 {
+				model = append(slices.Delete(model, at, at+1), id)
+			}
+			if rapid.Bool().Draw(t, "add") {
+				s.add(id)
+				if at < 0 {
+					model = append(model, id)
+					if len(model) > size {
+						model = model[1:]
+					}
+				}
+			} else if got := s.get(id); got != (at >= 0) {
+				t.Fatalf("get(%v) = %v, want %v (held: %v)", id, got, at >= 0, model)
+			}
+			if s.len() != len(model) {
+				t.Fatalf("holds %d ids, want %d", s.len(), len(model))
+			}
+		}
+		// Everything the model holds is found, and in its order: the
+		// least recent goes first.
+		for _, id := range model {
+			if !s.get(id) {
+				t.Fatalf("%v lost; held: %v", id, model)
+			}
+		}
+		if len(model) == size {
+			s.add(ReceiptID{MessageID: "new"})
+			if s.get(model[0]) {
+				t.Fatalf("%v, the least recent, kept past the size", model[0])
+			}
+		}
+	})
+}
+
+// A probe cluster that wraps around the end of the table: removing its
+// first entry must shift back the entries after the wrap, or those whose
+// home is before the hole are no longer found.
+func TestIDSetRemovesAcrossTheWrap(t *testing.T) {
+	s := newIDSet(5) // 16 slots: no growth below 8 entries
+	mask := uint64(len(s.table) - 1)
+	pick := func(home uint64, n int, skip map[string]bool) []ReceiptID {
+		var ids []ReceiptID
+		for i := 0; len(ids) < n; i++ {
+			id := ReceiptID{MessageID: fmt.Sprint("w", i), Type: wamux.ReceiptRead}
+			if !skip[id.MessageID] && s.hash(id)&mask == home {
+				ids = append(ids, id)
+				skip[id.MessageID] = true
+			}
+		}
+		return ids
+	}
+	used := map[string]bool{}
+	last := pick(mask, 3, used) // slots 15, 0, 1
+	first := pick(0, 2, used)   // slots 2, 3
+	other := pick(8, 1, used)
+	for _, id := range append(last, first...) {
+		s.add(id)
+	}
+	if len(s.table) != 16 {
+		t.Fatalf("table grew to %d slots; the test needs 16", len(s.table))
+	}
+	s.add(other[0]) // evicts last[0], at slot 15
+	if s.get(last[0]) {
+		t.Fatal("the least recent id was not evicted")
+	}
+	for _, id := range append(last[1:], first...) {
+		if !s.get(id) {
+			t.Fatalf("%v not found after a removal across the wrap", id)
+		}
+	}
+}
