@@ -31,7 +31,7 @@ const (
 // Keeping 16 bytes instead of both strings is what lets the cache hold a
 // million messages in 48 MiB (the string keys took about 120 bytes each).
 // Two messages share a name with a probability of about n²/2¹²⁸, about
-// 10⁻²⁶ for a million messages; the seeds are drawn per process, so
+// 3 × 10⁻²⁷ for a million messages; the seeds are drawn per process, so
 // nobody outside can aim for a collision.
 type msgHash [2]uint64
 
