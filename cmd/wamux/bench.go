@@ -41,37 +41,33 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			}
 		}()
 	}
-	if len(args) > 0 && strings.HasPrefix(args[0], "--cpuprofile=") {
-		path := strings.TrimPrefix(args[0], "--cpuprofile=")
-		args = args[1:]
-		f, err := os.Create(path)
+	// --trace=FILE (after --cpuprofile) writes a runtime execution trace:
+	// where the run waits rather than computes (go tool trace
+	// -pprof=sync|syscall|sched FILE).
+	for _, rec := range []struct {
+		flag  string
+		start func(io.Writer) error
+		stop  func()
+	}{
+		{"--cpuprofile=", pprof.StartCPUProfile, pprof.StopCPUProfile},
+		{"--trace=", trace.Start, trace.Stop},
+	} {
+		if len(args) == 0 || !strings.HasPrefix(args[0], rec.flag) {
+			continue
+		}
+		f, err := os.Create(strings.TrimPrefix(args[0], rec.flag))
+		if err == nil {
+			if err = rec.start(f); err != nil {
+				f.Close()
+			}
+		}
 		if err != nil {
 			fmt.Fprintf(stderr, "wamux bench: %v\n", err)
 			return 1
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintf(stderr, "wamux bench: %v\n", err)
-			return 1
-		}
-		defer pprof.StopCPUProfile()
-	}
-	// --trace=FILE writes a runtime execution trace: where the run waits
-	// rather than computes (go tool trace -pprof=sync|syscall|sched FILE).
-	if len(args) > 0 && strings.HasPrefix(args[0], "--trace=") {
-		path := strings.TrimPrefix(args[0], "--trace=")
 		args = args[1:]
-		f, err := os.Create(path)
-		if err != nil {
-			fmt.Fprintf(stderr, "wamux bench: %v\n", err)
-			return 1
-		}
 		defer f.Close()
-		if err := trace.Start(f); err != nil {
-			fmt.Fprintf(stderr, "wamux bench: %v\n", err)
-			return 1
-		}
-		defer trace.Stop()
+		defer rec.stop()
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		w := stderr
