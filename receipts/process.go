@@ -257,10 +257,10 @@ func (p *Pipeline) merge(ctx context.Context, batch []store.LoggedReceipt, idx [
 		return fresh, err
 	}
 	states := make([]store.MessageState, 0, len(order))
-	resolve := make([]resolution, 0, len(order))
+	resolve := make([]*resolution, 0, len(order))
 	for _, j := range order {
 		states = append(states, entries[j].state)
-		resolve = append(resolve, entries[j])
+		resolve = append(resolve, &entries[j])
 	}
 	putDone := make(chan error, 1)
 	go func() { putDone <- write(states) }()

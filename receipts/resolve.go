@@ -111,7 +111,7 @@ const resolveConcurrency = 16
 // wamid: this is how an ambiguous send learns it was accepted and is not
 // resent). A state with no message yet is left in the store for the
 // dispatcher to read when it records the wamid.
-func (p *Pipeline) resolve(ctx context.Context, rs []resolution) error {
+func (p *Pipeline) resolve(ctx context.Context, rs []*resolution) error {
 	if len(rs) == 0 {
 		return nil
 	}
@@ -140,7 +140,7 @@ func (p *Pipeline) resolve(ctx context.Context, rs []resolution) error {
 		byID[m.ID] = m
 	}
 	var updates []store.MessageUpdate
-	var srcs []resolution
+	var srcs []*resolution
 	for _, r := range rs {
 		target, reason := statusFor(r.state, r.receipt.ErrorTitle)
 		if target == "" {
@@ -179,7 +179,7 @@ func (p *Pipeline) resolve(ctx context.Context, rs []resolution) error {
 // applyUpdates runs the compare-and-set updates concurrently so that they
 // share commits. A wamid already held by another message is poison: it is
 // dead-lettered, not retried.
-func (p *Pipeline) applyUpdates(ctx context.Context, updates []store.MessageUpdate, srcs []resolution) error {
+func (p *Pipeline) applyUpdates(ctx context.Context, updates []store.MessageUpdate, srcs []*resolution) error {
 	if len(updates) == 0 {
 		return nil
 	}
