@@ -10,8 +10,9 @@ import (
 
 // The state cache is a ring of slots indexed by message number: number
 // n lives in slot n mod the ring's size, a power of two at least
-// Options.StateCache, so the newest numbers are always held and a number
-// goes when one a ring later takes its slot. Message numbers are handed
+// Options.StateCache, so the newest numbers are held and a number goes
+// when another takes its slot: one a ring later, or a write for one a
+// ring older (the most recently written wins). Message numbers are handed
 // out in the order messages are first seen, and a message's receipts
 // come within hours of each other, so the newest numbers are the ones in
 // use; and since receipts arrive roughly in sending order, consecutive
