@@ -158,6 +158,3 @@ func (s *idSet) remove(e int32) {
 	}
 	s.ents[e].id = ReceiptID{} // release the message id's string
 }
-
-// len is how many ids the set holds.
-func (s *idSet) len() int { return len(s.ents) - 1 }

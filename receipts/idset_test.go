@@ -10,6 +10,9 @@ import (
 	"github.com/wamux/wamux"
 )
 
+// len is how many ids the set holds.
+func (s *idSet) len() int { return len(s.ents) - 1 }
+
 // The id set behaves as the plainest LRU there is: a slice, most recent
 // last, of at most size ids. Few distinct ids over a small size make
 // hits, evictions, table growth and probe clusters (whose deletions shift

@@ -133,6 +133,18 @@ func (t *keyTail) add(ks []keyNumber) {
 	}
 }
 
+// committedNumbers looks the messages named hs up in the cache, all
+// together (numbers.getMany), and those it lacks in the ledger's tail:
+// seq[i] and ok[i] for hs[i].
+func committedNumbers(n *numbers, t *keyTail, hs []msgHash, seq []int64, ok []bool) {
+	n.getMany(hs, seq, ok)
+	for i, h := range hs {
+		if !ok[i] {
+			seq[i], ok[i] = t.get(h)
+		}
+	}
+}
+
 // lookupNumbers returns, for each key it knows, the message's number:
 // from the cache or from the ledger's tail. seq[i] is set for the
 // positions in known; unknown positions must be read through
@@ -143,11 +155,8 @@ func (s *Store) lookupNumbers(keys []store.StateKey, seq []int64) (known, unknow
 		hs[i] = s.numbers.hash(k)
 	}
 	found := make([]bool, len(keys))
-	s.numbers.getMany(hs, seq, found)
+	committedNumbers(s.numbers, s.tail, hs, seq, found)
 	for i := range keys {
-		if !found[i] {
-			seq[i], found[i] = s.tail.get(hs[i])
-		}
 		if found[i] {
 			known = append(known, i)
 		} else {

@@ -24,8 +24,8 @@ func newSeqs(committed *numbers, tail *keyTail, filter *keyFilter) seqs {
 }
 
 // getMany returns the numbers the writer knows for keys: out[i] and
-// found[i] for keys[i], from the request, the transaction, the cache
-// (looked up together: numbers.getMany) or the tail.
+// found[i] for keys[i], from the request, the transaction, or the cache
+// and the tail (committedNumbers).
 func (c *seqs) getMany(keys []store.StateKey, out []int64) (found []bool) {
 	found = make([]bool, len(keys))
 	var hs []msgHash
@@ -45,11 +45,8 @@ func (c *seqs) getMany(keys []store.StateKey, out []int64) (found []bool) {
 	}
 	seq := make([]int64, len(hs))
 	ok := make([]bool, len(hs))
-	c.committed.getMany(hs, seq, ok)
+	committedNumbers(c.committed, c.tail, hs, seq, ok)
 	for j, i := range at {
-		if !ok[j] {
-			seq[j], ok[j] = c.tail.get(hs[j])
-		}
 		out[i], found[i] = seq[j], ok[j]
 	}
 	return found

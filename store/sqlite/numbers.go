@@ -93,23 +93,9 @@ func (n *numbers) hash(k store.StateKey) msgHash {
 
 func (n *numbers) shard(h msgHash) *numberShard { return &n.shards[h[1]%numberShards] }
 
-// get returns the number of the message named h, if the cache holds it.
-func (n *numbers) get(h msgHash) (int64, bool) {
-	sh := n.shard(h)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if v, ok := sh.cur.get(h); ok {
-		return v, true
-	}
-	if v, ok := sh.prev.get(h); ok {
-		sh.putLocked(h, v)
-		return v, true
-	}
-	return 0, false
-}
-
-// getMany looks every name of hs up, as get does: seq[i] and ok[i] for
-// hs[i]. It takes each shard's lock once for all of the shard's names.
+// getMany looks every name of hs up: seq[i] and ok[i] (the number of
+// the message named hs[i], if the cache holds it) for hs[i]. A number
+// found in the older generation is carried into the newer. It takes each shard's lock once for all of the shard's names.
 // Besides saving locks, that lets the CPU overlap the lookups' memory
 // reads, which are mostly misses in a table of tens of MiB: a lock per
 // lookup, an atomic instruction and so a barrier, waits each one out.

@@ -7,6 +7,13 @@ import (
 	"github.com/wamux/wamux/store"
 )
 
+// get looks one name up (through getMany, which the store uses).
+func (n *numbers) get(h msgHash) (int64, bool) {
+	seq, ok := []int64{0}, []bool{false}
+	n.getMany([]msgHash{h}, seq, ok)
+	return seq[0], ok[0]
+}
+
 // The number cache answers exactly what was put, for every message it
 // still holds; a shard keeps two generations, carries a number read from
 // the older one into the newer, and drops the rest when it turns over.
