@@ -107,7 +107,7 @@ type IngestResult struct {
 //	        return: the caller's 200 means durable
 //	partition processor (one per hash(account) mod Partitions), in batches
 //	        of ≥ BatchMin or after BatchWait: L2 Bloom (hits confirmed in the
-//	        store) → L3 unique insert ∥ Merge → states ∥ outbound message
+//	        store) → L3 unique insert ∥ Merge → states → outbound message
 //	        resolution → late audit → acknowledge (delete) the log entries
 //
 // The log is the stream: what Ingest acknowledged is in it until processed,

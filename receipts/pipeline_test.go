@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -505,5 +506,93 @@ func TestPausedStartKeepsBacklog(t *testing.T) {
 	checkStates(t, st, expected(all))
 	if s := p.Stats(); s.Appended != 1 || s.Processed != 1 {
 		t.Fatalf("appended %d, processed %d; want 1 and 1 (the backlog is not this run's)", s.Appended, s.Processed)
+	}
+}
+
+// gatedStates holds every PutStates until release is closed (entered tells
+// the first one has begun), and counts the FindMessages calls that ask for
+// a wamid whose state is not stored yet: real store underneath, timing
+// controlled at its edge.
+type gatedStates struct {
+	store.Store
+	entered chan struct{}
+	once    sync.Once
+	release chan struct{}
+	early   atomic.Int32
+}
+
+func (g *gatedStates) PutStates(ctx context.Context, states []store.MessageState) error {
+	g.once.Do(func() { close(g.entered) })
+	<-g.release
+	return g.Store.PutStates(ctx, states)
+}
+
+func (g *gatedStates) FindMessages(ctx context.Context, wamids, callbacks []string) ([]wamux.Message, error) {
+	keys := make([]store.StateKey, len(wamids))
+	for i, w := range wamids {
+		keys[i] = store.StateKey{AccountID: "acc1", MessageID: w}
+	}
+	if got, err := g.Store.GetStates(ctx, keys); err != nil || len(got) < len(keys) {
+		g.early.Add(1)
+	}
+	return g.Store.FindMessages(ctx, wamids, callbacks)
+}
+
+// TestStatusMeetsWAMIDRecordedMeanwhile: a status for a wamid no message
+// has yet is being merged when the dispatcher records that wamid (the
+// send's response came after the webhook) and finds no state to apply,
+// because the state is not written yet. The pipeline looks the message up
+// only once the state is stored, so one of the two sides always sees the
+// other: the message ends delivered. Looking it up while the state write
+// is in flight (as the pipeline once did, to overlap them) misses it, and
+// the status is never applied.
+func TestStatusMeetsWAMIDRecordedMeanwhile(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			st := b.open(t)
+			ctx := context.Background()
+			m := wamux.Message{ID: "m1", BizType: "otp", AccountID: "acc1", To: "+491", Type: "text",
+				Payload: []byte(`{"body":"x"}`), ContentHash: "m1", Status: wamux.StatusQueued}
+			if _, err := st.InsertMessages(ctx, []wamux.Message{m}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.UpdateMessage(ctx, store.MessageUpdate{MsgID: "m1", Status: wamux.StatusSending}); err != nil {
+				t.Fatal(err)
+			}
+			gs := &gatedStates{Store: st, entered: make(chan struct{}), release: make(chan struct{})}
+			p := startPipeline(t, receipts.Config{Store: gs})
+			ingest(t, p, rcpt("acc1", "wX", wamux.ReceiptDelivered, 1))
+			select {
+			case <-gs.entered:
+			case <-time.After(10 * time.Second):
+				close(gs.release)
+				t.Fatal("the pipeline never wrote the state")
+			}
+			// The dispatcher records the send's response, then looks for an
+			// early status: there is none to see yet.
+			if ok, err := st.UpdateMessage(ctx, store.MessageUpdate{MsgID: "m1", From: []wamux.Status{wamux.StatusSending},
+				Status: wamux.StatusAccepted, WAMID: "wX"}); err != nil || !ok {
+				close(gs.release)
+				t.Fatalf("record wamid: ok %v, err %v", ok, err)
+			}
+			key := store.StateKey{AccountID: "acc1", MessageID: "wX"}
+			states, err := st.GetStates(ctx, []store.StateKey{key})
+			if _, found := states[key]; err != nil || found {
+				close(gs.release)
+				t.Fatalf("state visible before its write was let through (err %v): the test's interleaving did not happen", err)
+			}
+			close(gs.release)
+			flush(t, p)
+			got, err := st.GetMessage(ctx, "m1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Status != wamux.StatusDelivered {
+				t.Errorf("message status = %s, want delivered: the status was lost between pipeline and dispatcher", got.Status)
+			}
+			if n := gs.early.Load(); n != 0 {
+				t.Errorf("%d message lookups ran before the states they resolve were stored", n)
+			}
+		})
 	}
 }

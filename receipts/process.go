@@ -188,11 +188,20 @@ func (p *Pipeline) lateWindow() time.Duration {
 }
 
 // merge folds the candidates into the stored states (Merge), recording
-// each one's decision, and writes the changed states while it resolves
-// their outbound messages: both only move forward, so neither has to wait
-// for the other, and a crash before the log is acknowledged repeats them
-// harmlessly. With both set it stores the receipts ins in the same write
-// as the states and returns InsertReceipts' answer for them.
+// each one's decision, writes the changed states, and then resolves their
+// outbound messages; a crash before the log is acknowledged repeats both
+// harmlessly, as both only move forward. With both set it stores the
+// receipts ins in the same write as the states and returns InsertReceipts'
+// answer for them.
+//
+// The messages are looked up only once the states are stored. The
+// dispatcher, when it records the wamid of a send whose status came first,
+// stores the wamid and then reads the state (MessageStatusFor): with each
+// side writing before it reads, at least one sees the other's write. A
+// lookup that overlapped the state write could miss the wamid while the
+// dispatcher's read missed the state, and the status would never reach
+// the message (TestStatusMeetsWAMIDRecordedMeanwhile). The order cost no
+// throughput in bench receipts (docs/BENCHMARKS.md, fifteenth session).
 func (p *Pipeline) merge(ctx context.Context, batch []store.LoggedReceipt, idx []int, decisions []Decision,
 	now time.Time, lateWindow time.Duration, both store.ReceiptStateWriter, ins []wamux.Receipt) ([]bool, error) {
 	skeys := make([]store.StateKey, 0, len(idx))
@@ -262,13 +271,10 @@ func (p *Pipeline) merge(ctx context.Context, batch []store.LoggedReceipt, idx [
 		states = append(states, entries[j].state)
 		resolve = append(resolve, &entries[j])
 	}
-	putDone := make(chan error, 1)
-	go func() { putDone <- write(states) }()
-	resErr := p.resolve(ctx, resolve)
-	if err := <-putDone; err != nil {
+	if err := write(states); err != nil {
 		return nil, fmt.Errorf("receipts: merge: %w", err)
 	}
-	return fresh, resErr
+	return fresh, p.resolve(ctx, resolve)
 }
 
 // ack deletes a processed batch from the log and reports how many entries
