@@ -2,13 +2,29 @@ package sqlite
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/store"
 )
 
-// FindMessages looks messages up by wamid and by msg_id in chunks.
+// FindMessages looks messages up by wamid and by msg_id. Each list is
+// passed as one JSON array that SQLite walks (json_each), probing the
+// unique index for each value: an IN list of bound parameters would cost a
+// C string copy per value and a temporary b-tree of the values to probe
+// from, most of the lookup's time when, as for receipts of messages sent
+// elsewhere, nothing matches.
+// messageColsOfM is messageCols qualified by the alias m.
+var messageColsOfM = func() string {
+	cols := strings.Split(messageCols, ",")
+	for i, c := range cols {
+		cols[i] = "m." + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
+}()
+
 func (s *Store) FindMessages(ctx context.Context, wamids, msgIDs []string) ([]wamux.Message, error) {
 	var out []wamux.Message
 	seen := map[string]bool{}
@@ -16,34 +32,34 @@ func (s *Store) FindMessages(ctx context.Context, wamids, msgIDs []string) ([]wa
 		col  string
 		vals []string
 	}{{"wamid", wamids}, {"msg_id", msgIDs}} {
-		for start := 0; start < len(q.vals); start += maxKeyRows {
-			chunk := q.vals[start:min(start+maxKeyRows, len(q.vals))]
-			rows := padRows(len(chunk))
-			args := make([]any, rows)
-			for i := range args {
-				args[i] = chunk[min(i, len(chunk)-1)]
-			}
-			res, err := s.rquery(ctx, `SELECT `+messageCols+` FROM messages WHERE `+q.col+` IN (`+placeholders(rows)+`)`, args...)
-			if err != nil {
-				return nil, fmt.Errorf("sqlite: find messages: %w", wrapErr(err))
-			}
-			for res.Next() {
-				m, err := scanMessage(res)
-				if err != nil {
-					res.Close()
-					return nil, fmt.Errorf("sqlite: find messages: %w", err)
-				}
-				if !seen[m.ID] {
-					seen[m.ID] = true
-					out = append(out, m)
-				}
-			}
-			if err := res.Err(); err != nil {
-				res.Close()
-				return nil, fmt.Errorf("sqlite: find messages: %w", wrapErr(err))
-			}
-			res.Close()
+		if len(q.vals) == 0 {
+			continue
 		}
+		list, err := json.Marshal(q.vals)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: find messages: %w", err)
+		}
+		res, err := s.rquery(ctx, `SELECT `+messageColsOfM+` FROM json_each(?) AS j
+			CROSS JOIN messages AS m ON m.`+q.col+` = j.value`, string(list))
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: find messages: %w", wrapErr(err))
+		}
+		for res.Next() {
+			m, err := scanMessage(res)
+			if err != nil {
+				res.Close()
+				return nil, fmt.Errorf("sqlite: find messages: %w", err)
+			}
+			if !seen[m.ID] {
+				seen[m.ID] = true
+				out = append(out, m)
+			}
+		}
+		if err := res.Err(); err != nil {
+			res.Close()
+			return nil, fmt.Errorf("sqlite: find messages: %w", wrapErr(err))
+		}
+		res.Close()
 	}
 	return out, nil
 }
