@@ -76,6 +76,7 @@ func runBenchWebhook(ctx context.Context, args []string, stdout, stderr io.Write
 	concurrency := fs.Int("concurrency", 32, "POSTs in flight")
 	storeSpec := fs.String("store", "sqlite", `"sqlite" or a PostgreSQL URL`)
 	ids := fs.String("wamids", bench.WAMIDsRandom, `provider message ids: "random" (like real ones) or "sequential" (runs before 2026-11-30)`)
+	rounds := fs.Int("rounds", 5, "parts the POSTs are split into, each sent to the bare handler and then to the real one")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: wamux bench webhook [flags]")
@@ -90,7 +91,7 @@ func runBenchWebhook(ctx context.Context, args []string, stdout, stderr io.Write
 		return 2
 	}
 	rep, err := bench.RunWebhook(ctx, bench.WebhookConfig{Posts: *posts, Statuses: *statuses, Concurrency: *concurrency, Store: *storeSpec,
-		WAMIDs: *ids})
+		WAMIDs: *ids, Rounds: *rounds})
 	if err != nil {
 		fmt.Fprintf(stderr, "wamux bench webhook: %v\n", err)
 		return 1
@@ -101,8 +102,8 @@ func runBenchWebhook(ctx context.Context, args []string, stdout, stderr io.Write
 		_ = enc.Encode(rep)
 		return 0
 	}
-	fmt.Fprintf(stdout, "%s: %d POSTs × %d statuses (%s wamids), %d in flight\n", rep.Store, rep.Posts, rep.StatusesPerPost, rep.WAMIDs,
-		rep.Concurrency)
+	fmt.Fprintf(stdout, "%s: %d POSTs × %d statuses (%s wamids), %d in flight, %d rounds\n", rep.Store, rep.Posts, rep.StatusesPerPost,
+		rep.WAMIDs, rep.Concurrency, rep.Rounds)
 	fmt.Fprintf(stdout, "real handler %.0f POSTs/s (p50 %.1f ms, p99 %.1f ms), %.0f µs CPU per POST\n", rep.PostsPerSec, rep.P50Ms, rep.P99Ms,
 		rep.CPUMicrosPerPost)
 	fmt.Fprintf(stdout, "bare handler %.0f POSTs/s (p50 %.1f ms, p99 %.1f ms), %.0f µs CPU per POST\n", rep.BarePostsPerSec, rep.BareP50Ms,
