@@ -10,12 +10,6 @@ import (
 	"github.com/wamux/wamux/store"
 )
 
-// FindMessages looks messages up by wamid and by msg_id. Each list is
-// passed as one JSON array that SQLite walks (json_each), probing the
-// unique index for each value: an IN list of bound parameters would cost a
-// C string copy per value and a temporary b-tree of the values to probe
-// from, most of the lookup's time when, as for receipts of messages sent
-// elsewhere, nothing matches.
 // messageColsOfM is messageCols qualified by the alias m.
 var messageColsOfM = func() string {
 	cols := strings.Split(messageCols, ",")
@@ -25,6 +19,12 @@ var messageColsOfM = func() string {
 	return strings.Join(cols, ", ")
 }()
 
+// FindMessages looks messages up by wamid and by msg_id. Each list is
+// passed as one JSON array that SQLite walks (json_each), probing the
+// unique index for each value: an IN list of bound parameters would cost a
+// C string copy per value and a temporary b-tree of the values to probe
+// from, most of the lookup's time when, as for receipts of messages sent
+// elsewhere, nothing matches.
 func (s *Store) FindMessages(ctx context.Context, wamids, msgIDs []string) ([]wamux.Message, error) {
 	var out []wamux.Message
 	seen := map[string]bool{}

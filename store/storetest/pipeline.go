@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -101,6 +102,20 @@ func testPipeline(t *testing.T, newStore NewStore) {
 		must(t, err)
 		if len(got) != 0 {
 			t.Fatalf("found %d for no keys", len(got))
+		}
+		// An id that JSON or SQL would have to escape, at the end of a list
+		// longer than one statement's parameters, is still found.
+		odd := `wamid."q'\é` + "\t,"
+		_, err = s.UpdateMessage(ctx(t), store.MessageUpdate{MsgID: "m2", Status: wamux.StatusAccepted, WAMID: odd})
+		must(t, err)
+		many := make([]string, 0, 5001)
+		for i := range 5000 {
+			many = append(many, fmt.Sprintf("wamid.miss.%d", i))
+		}
+		got, err = s.FindMessages(ctx(t), append(many, odd), []string{`m"2`, "m2 "})
+		must(t, err)
+		if len(got) != 1 || got[0].ID != "m2" || got[0].WAMID != odd {
+			t.Fatalf("found %+v, want m2 with wamid %q alone", got, odd)
 		}
 	})
 
