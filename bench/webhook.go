@@ -207,8 +207,10 @@ func RunWebhook(ctx context.Context, cfg WebhookConfig) (WebhookReport, error) {
 	rep.Ratio = rep.PostsPerSec / rep.BarePostsPerSec
 	rep.BareCPUMicrosPerPost = float64(bareCPU.Microseconds()) / float64(len(bodies))
 	rep.CPUMicrosPerPost = float64(realCPU.Microseconds()) / float64(len(bodies))
-	rep.BareP50Ms, rep.BareP99Ms = quantile(bareLat, 0.5), quantile(bareLat, 0.99)
-	rep.P50Ms, rep.P99Ms = quantile(realLat, 0.5), quantile(realLat, 0.99)
+	slices.Sort(bareLat)
+	slices.Sort(realLat)
+	rep.BareP50Ms, rep.BareP99Ms = percentile(bareLat, 0.5), percentile(bareLat, 0.99)
+	rep.P50Ms, rep.P99Ms = percentile(realLat, 0.5), percentile(realLat, 0.99)
 	rep.Processed = pipe.Stats().Applied - warmApplied
 	return rep, nil
 }
@@ -264,13 +266,4 @@ func post(ctx context.Context, client *http.Client, url string, bodies [][]byte,
 		all = append(all, l...)
 	}
 	return secs, all, nil
-}
-
-// quantile returns the q-quantile of xs (sorting it), 0 when empty.
-func quantile(xs []float64, q float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	slices.Sort(xs)
-	return xs[min(len(xs)-1, int(q*float64(len(xs))))]
 }
