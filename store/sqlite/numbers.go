@@ -95,8 +95,8 @@ func (n *numbers) shard(h msgHash) *numberShard { return &n.shards[h[1]%numberSh
 
 // getMany looks every name of hs up: seq[i] and ok[i] (the number of
 // the message named hs[i], if the cache holds it) for hs[i]. A number
-// found in the older generation is carried into the newer. It takes each shard's lock once for all of the shard's names.
-// Besides saving locks, that lets the CPU overlap the lookups' memory
+// found in the older generation is carried into the newer. It takes each
+// shard's lock once for all of the shard's names. Besides saving locks, that lets the CPU overlap the lookups' memory
 // reads, which are mostly misses in a table of tens of MiB: a lock per
 // lookup, an atomic instruction and so a barrier, waits each one out.
 func (n *numbers) getMany(hs []msgHash, seq []int64, ok []bool) {
