@@ -26,9 +26,10 @@ const maxAppendRows = 4096
 const (
 	appendGroupRows  = 128
 	appendGapDefault = 500 * time.Microsecond
-	// appendBusyShare is the share of GOMAXPROCS CPUs in use (cpuLoad)
-	// from which the appender holds groups open.
-	appendBusyShare = 0.7
+	// busyShare is the share of GOMAXPROCS CPUs in use (cpuLoad) from
+	// which the appender holds groups open and the partitions wait for
+	// larger batches (Config.BatchMinBusy).
+	busyShare = 0.7
 )
 
 // appendReq is one Ingest call's receipts waiting to be appended.
@@ -103,7 +104,7 @@ func (p *Pipeline) collect(first *appendReq) []*appendReq {
 			return batch
 		}
 		if timer == nil {
-			if p.busy() < appendBusyShare {
+			if p.busy() < busyShare {
 				return batch
 			}
 			deadline = time.Now().Add(p.cfg.AppendHold)

@@ -144,7 +144,7 @@ func (p *Pipeline) run(pt *partition) {
 			}
 			continue
 		}
-		batch, wait, spill := pt.take(p.cfg.BatchMin, p.cfg.BatchMax, p.cfg.BatchWait, stopping)
+		batch, wait, spill := pt.take(p.batchMin(), p.cfg.BatchMax, p.cfg.BatchWait, stopping)
 		switch {
 		case len(batch) > 0:
 			if !p.processOrSpill(pt, batch, false) && !p.sleep(pt, p.cfg.Retry.Max) {
@@ -164,6 +164,16 @@ func (p *Pipeline) run(pt *partition) {
 			}
 		}
 	}
+}
+
+// batchMin is how many queued receipts make a batch now: BatchMinBusy
+// while the CPUs are busy, so that a flood is processed in fewer, larger
+// batches, and BatchMin otherwise, so that a trickle is not held back.
+func (p *Pipeline) batchMin() int {
+	if p.cfg.BatchMinBusy > p.cfg.BatchMin && p.busy() >= busyShare {
+		return p.cfg.BatchMinBusy
+	}
+	return p.cfg.BatchMin
 }
 
 // sleep waits for a poke, d (when positive), or the end; false means the

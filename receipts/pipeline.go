@@ -31,6 +31,20 @@ const (
 	// as 50 receipts wait, or 200 ms after the first one arrived.
 	BatchMinDefault  = 50
 	BatchWaitDefault = 200 * time.Millisecond
+	// BatchMinBusyDefault is the batch a partition waits for instead of
+	// BatchMin while the process's CPUs are busy, still no longer than
+	// BatchWait. Every batch pays a fixed share of work whatever its size
+	// (a Bloom pass, a state read, a write request and its commit, a
+	// message lookup, an acknowledgement), and under a flood of webhooks,
+	// one status each, batches of about 50 made that share the larger part
+	// of a receipt's cost: 200,000 receipts went through 2,904 batches.
+	// With 1024 while busy, `bench receipts --batch 1 --callers 256` used
+	// 26 instead of 36 µs of CPU per receipt (+30 % receipts/s) and
+	// `bench webhook --concurrency 256` about 8 % less CPU per POST
+	// (docs/BENCHMARKS.md, sixteenth session). Merged states then lag
+	// their receipts by up to BatchWait under load; acknowledgements of
+	// Ingest do not wait for it.
+	BatchMinBusyDefault = 1024
 	// BatchMaxDefault caps one batch, so a backlog is worked off in large
 	// batches (fewer commits) but no batch holds a partition for long.
 	BatchMaxDefault = 2048
@@ -63,7 +77,13 @@ type Config struct {
 	BatchMin   int
 	BatchWait  time.Duration
 	BatchMax   int
-	QueueCap   int
+	// BatchMinBusy replaces BatchMin while the CPUs are busy (at least
+	// busyShare of GOMAXPROCS in use; see BatchMinBusyDefault). It defaults
+	// to BatchMinBusyDefault when BatchMin is left to its default, and to
+	// BatchMin (no change under load) when BatchMin is set; it is capped
+	// at BatchMax.
+	BatchMinBusy int
+	QueueCap     int
 	// SpillAfter is how long Ingest waits for room in a full queue before
 	// leaving the receipts to the log; the wait is the backpressure.
 	SpillAfter time.Duration
@@ -130,7 +150,8 @@ type Pipeline struct {
 	// appends carries Ingest calls to the appender (append.go).
 	appends chan *appendReq
 	// busy and appendGap decide whether and how long the appender holds
-	// a group open (collect); tests replace them.
+	// a group open (collect), and busy which batch a partition waits for
+	// (batchMin); tests replace them.
 	busy      func() float64
 	appendGap time.Duration
 	bloom     *Bloom
@@ -167,7 +188,11 @@ func New(cfg Config) (*Pipeline, error) {
 		cfg.Now = time.Now
 	}
 	setDefault(&cfg.Partitions, PartitionsDefault)
+	if cfg.BatchMin <= 0 {
+		setDefault(&cfg.BatchMinBusy, BatchMinBusyDefault)
+	}
 	setDefault(&cfg.BatchMin, BatchMinDefault)
+	setDefault(&cfg.BatchMinBusy, cfg.BatchMin)
 	setDefault(&cfg.BatchMax, BatchMaxDefault)
 	setDefault(&cfg.QueueCap, QueueCapDefault)
 	setDefault(&cfg.ReloadPage, ReloadPageDefault)
@@ -181,6 +206,7 @@ func New(cfg Config) (*Pipeline, error) {
 		cfg.AppendHold = AppendHoldDefault
 	}
 	cfg.BatchMin = min(cfg.BatchMin, cfg.BatchMax)
+	cfg.BatchMinBusy = min(max(cfg.BatchMinBusy, cfg.BatchMin), cfg.BatchMax)
 	cfg.Retry.setDefaults()
 	lru, err := NewLRU(cfg.LRU)
 	if err != nil {
