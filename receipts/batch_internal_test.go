@@ -17,20 +17,18 @@ func TestBatchMinFollowsTheLoad(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		min, busy int
-		behind    bool
 		load      float64
 		want      int
 	}{
-		{"idle", 50, 1024, false, 0, 50},
-		{"just below the share", 50, 1024, false, busyShare - 0.01, 50},
-		{"busy", 50, 1024, false, busyShare, 1024},
-		{"saturated", 50, 1024, false, 1, 1024},
-		{"behind", 50, 1024, true, 0, 1024},
-		{"no busy size", 50, 50, true, 1, 50},
+		{"idle", 50, 1024, 0, 50},
+		{"just below the share", 50, 1024, busyShare - 0.01, 50},
+		{"busy", 50, 1024, busyShare, 1024},
+		{"saturated", 50, 1024, 1, 1024},
+		{"no busy size", 50, 50, 1, 50},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := &Pipeline{cfg: Config{BatchMin: tc.min, BatchMinBusy: tc.busy}, busy: func() float64 { return tc.load }}
-			if got := p.batchMin(&partition{behind: tc.behind}); got != tc.want {
+			if got := p.batchMin(); got != tc.want {
 				t.Fatalf("batchMin() = %d, want %d", got, tc.want)
 			}
 		})
@@ -119,61 +117,6 @@ func TestPartitionWaitsForLargerBatchesWhileBusy(t *testing.T) {
 				t.Fatalf("first batch = %d receipts, want %d", got, tc.first)
 			}
 		})
-	}
-}
-
-// A partition whose next batch was already waiting when it finished one
-// waits for BatchMinBusy, with idle CPUs: the Observer holds the first
-// batch until three more receipts (BatchMin is 2) are queued behind it.
-// Without the rule the three would be the next batch.
-func TestPartitionWaitsForLargerBatchesWhenBehind(t *testing.T) {
-	const busyMin = 10
-	batches := make(chan int, 16)
-	release := make(chan struct{})
-	first := true
-	p, err := New(Config{Store: openStore(t), Registry: prometheus.NewRegistry(), Partitions: 1,
-		BatchMin: 2, BatchMinBusy: busyMin, BatchWait: time.Hour, AppendHold: -1,
-		Observer: func(ps []Processed) {
-			batches <- len(ps)
-			if first {
-				first = false
-				<-release
-			}
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.busy = func() float64 { return 0 }
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = p.Stop(ctx)
-	})
-	n := 0
-	send := func(k int) {
-		t.Helper()
-		var rs []wamux.Receipt
-		for range k {
-			rs = append(rs, wamux.Receipt{MessageID: fmt.Sprintf("wamid.%d", n), AccountID: "acc1",
-				Type: wamux.ReceiptDelivered, EventTime: time.Unix(1_700_000_000, 0)})
-			n++
-		}
-		if _, err := p.Ingest(context.Background(), "agent", rs); err != nil {
-			t.Fatal(err)
-		}
-	}
-	send(2)
-	if got := waitBatch(t, batches); got != 2 {
-		t.Fatalf("first batch = %d receipts, want 2", got)
-	}
-	send(3) // queued while the first batch is held
-	close(release)
-	send(busyMin - 3)
-	if got := waitBatch(t, batches); got != busyMin {
-		t.Fatalf("batch after falling behind = %d receipts, want %d", got, busyMin)
 	}
 }
 

@@ -34,11 +34,6 @@ type partition struct {
 	// have stored them before the merge failed, so when read back they
 	// are merged whatever the dedup layers say (see Pipeline.recover).
 	remerge map[int64]struct{}
-	// behind is set when a batch of at least BatchMin receipts was already
-	// waiting once the last batch was processed: the receipts come faster
-	// than batches of BatchMin are worked off (see Pipeline.batchMin).
-	// Only the processor's goroutine uses it.
-	behind bool
 }
 
 func newPartition(id int, m *metrics) *partition {
@@ -101,13 +96,6 @@ func (pt *partition) spill(id int64) {
 	pt.mu.Unlock()
 }
 
-// waiting is how many receipts wait in memory.
-func (pt *partition) waiting() int {
-	pt.mu.Lock()
-	defer pt.mu.Unlock()
-	return len(pt.queue)
-}
-
 func (pt *partition) poke() {
 	select {
 	case pt.wake <- struct{}{}:
@@ -156,12 +144,10 @@ func (p *Pipeline) run(pt *partition) {
 			}
 			continue
 		}
-		batch, wait, spill := pt.take(p.batchMin(pt), p.cfg.BatchMax, p.cfg.BatchWait, stopping)
+		batch, wait, spill := pt.take(p.batchMin(), p.cfg.BatchMax, p.cfg.BatchWait, stopping)
 		switch {
 		case len(batch) > 0:
-			ok := p.processOrSpill(pt, batch, false)
-			pt.behind = ok && pt.waiting() >= p.cfg.BatchMin
-			if !ok && !p.sleep(pt, p.cfg.Retry.Max) {
+			if !p.processOrSpill(pt, batch, false) && !p.sleep(pt, p.cfg.Retry.Max) {
 				return
 			}
 		case wait > 0:
@@ -180,14 +166,11 @@ func (p *Pipeline) run(pt *partition) {
 	}
 }
 
-// batchMin is how many queued receipts make pt's next batch: BatchMinBusy
-// under load, so that a flood is processed in fewer, larger batches, and
-// BatchMin otherwise, so that a trickle is not held back. Load is either
-// sign: the partition fell behind (a batch was waiting once the last one
-// was done), or the process's CPUs are busy. Either way BatchWait still
-// bounds how long a receipt waits.
-func (p *Pipeline) batchMin(pt *partition) int {
-	if p.cfg.BatchMinBusy > p.cfg.BatchMin && (pt.behind || p.busy() >= busyShare) {
+// batchMin is how many queued receipts make a batch now: BatchMinBusy
+// while the CPUs are busy, so that a flood is processed in fewer, larger
+// batches, and BatchMin otherwise, so that a trickle is not held back.
+func (p *Pipeline) batchMin() int {
+	if p.cfg.BatchMinBusy > p.cfg.BatchMin && p.busy() >= busyShare {
 		return p.cfg.BatchMinBusy
 	}
 	return p.cfg.BatchMin
