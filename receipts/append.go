@@ -27,8 +27,7 @@ const (
 	appendGroupRows  = 128
 	appendGapDefault = 500 * time.Microsecond
 	// busyShare is the share of GOMAXPROCS CPUs in use (cpuLoad) from
-	// which the appender holds groups open and the partitions wait for
-	// larger batches (Config.BatchMinBusy).
+	// which the appender holds groups open.
 	busyShare = 0.7
 )
 

@@ -166,11 +166,23 @@ func (p *Pipeline) run(pt *partition) {
 	}
 }
 
+// batchBusyShare is the share of GOMAXPROCS CPUs in use (cpuLoad) from
+// which a partition waits for BatchMinBusy receipts. It is higher than
+// the appender's busyShare on purpose: waiting costs nothing only when the
+// CPUs are saturated, so that what the partition leaves idle others use.
+// Below that the writer is the queue, and a partition that waits for more
+// leaves it idle: with the trigger at 0.7 (or at "a batch was already
+// waiting when the last one was done"), bench receipts, at about 0.7 of
+// its two CPUs, lost 2-8 % receipts/s (docs/BENCHMARKS.md, sixteenth
+// session), while the webhook flood it is for runs at 0.9 and above.
+const batchBusyShare = 0.9
+
 // batchMin is how many queued receipts make a batch now: BatchMinBusy
-// while the CPUs are busy, so that a flood is processed in fewer, larger
-// batches, and BatchMin otherwise, so that a trickle is not held back.
+// while the CPUs are saturated, so that a flood is processed in fewer,
+// larger batches, and BatchMin otherwise, so that a trickle is not held
+// back and the writer is not left idle.
 func (p *Pipeline) batchMin() int {
-	if p.cfg.BatchMinBusy > p.cfg.BatchMin && p.busy() >= busyShare {
+	if p.cfg.BatchMinBusy > p.cfg.BatchMin && p.busy() >= batchBusyShare {
 		return p.cfg.BatchMinBusy
 	}
 	return p.cfg.BatchMin

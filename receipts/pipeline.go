@@ -32,18 +32,17 @@ const (
 	BatchMinDefault  = 50
 	BatchWaitDefault = 200 * time.Millisecond
 	// BatchMinBusyDefault is the batch a partition waits for instead of
-	// BatchMin while the process's CPUs are busy, still no longer than
-	// BatchWait. Every batch pays a fixed share of work whatever its size
-	// (a Bloom pass, a state read, a write request and its commit, a
+	// BatchMin while the process's CPUs are saturated, still no longer
+	// than BatchWait. Every batch pays a fixed share of work whatever its
+	// size (a Bloom pass, a state read, a write request and its commit, a
 	// message lookup, an acknowledgement), and under a flood of webhooks,
 	// one status each, batches of about 50 made that share the larger part
-	// of a receipt's cost: 200,000 receipts went through 2,904 batches.
-	// With 1024 while busy, `bench receipts --batch 1 --callers 256` used
-	// 26 instead of 36 µs of CPU per receipt (+30 % receipts/s) and
-	// `bench webhook --concurrency 256` about 8 % less CPU per POST
-	// (docs/BENCHMARKS.md, sixteenth session). Merged states then lag
-	// their receipts by up to BatchWait under load; acknowledgements of
-	// Ingest do not wait for it.
+	// of a receipt's cost: 200,000 receipts went through 2,904 batches, and
+	// with batches of 1024 `bench receipts --batch 1 --callers 256` used
+	// 26 instead of 36 µs of CPU per receipt. `bench webhook --concurrency
+	// 256` saturates the CPUs and uses about 5 % less CPU per POST with it
+	// (docs/BENCHMARKS.md, sixteenth session). Merged states then lag their
+	// receipts by up to BatchWait; acknowledgements of Ingest do not wait.
 	BatchMinBusyDefault = 1024
 	// BatchMaxDefault caps one batch, so a backlog is worked off in large
 	// batches (fewer commits) but no batch holds a partition for long.
@@ -77,8 +76,8 @@ type Config struct {
 	BatchMin   int
 	BatchWait  time.Duration
 	BatchMax   int
-	// BatchMinBusy replaces BatchMin while the CPUs are busy (at least
-	// busyShare of GOMAXPROCS in use; see BatchMinBusyDefault). It defaults
+	// BatchMinBusy replaces BatchMin while the CPUs are saturated (at
+	// least batchBusyShare of GOMAXPROCS in use; see BatchMinBusyDefault). It defaults
 	// to BatchMinBusyDefault when BatchMin is left to its default, and to
 	// BatchMin (no change under load) when BatchMin is set; it is capped
 	// at BatchMax.
