@@ -77,10 +77,10 @@ type Config struct {
 	BatchWait  time.Duration
 	BatchMax   int
 	// BatchMinBusy replaces BatchMin while the CPUs are saturated (at
-	// least batchBusyShare of GOMAXPROCS in use; see BatchMinBusyDefault). It defaults
-	// to BatchMinBusyDefault when BatchMin is left to its default, and to
-	// BatchMin (no change under load) when BatchMin is set; it is capped
-	// at BatchMax.
+	// least batchBusyShare of GOMAXPROCS in use; see BatchMinBusyDefault).
+	// It defaults to BatchMinBusyDefault when BatchMin is left to its
+	// default, and to BatchMin (no change under load) when BatchMin is
+	// set; it is capped at BatchMax.
 	BatchMinBusy int
 	QueueCap     int
 	// SpillAfter is how long Ingest waits for room in a full queue before
@@ -125,9 +125,10 @@ type IngestResult struct {
 //	        receipt log (one appender group-commits concurrent calls) →
 //	        return: the caller's 200 means durable
 //	partition processor (one per hash(account) mod Partitions), in batches
-//	        of ≥ BatchMin or after BatchWait: L2 Bloom (hits confirmed in the
-//	        store) → L3 unique insert ∥ Merge → states → outbound message
-//	        resolution → late audit → acknowledge (delete) the log entries
+//	        of ≥ BatchMin (BatchMinBusy while the CPUs are saturated) or
+//	        after BatchWait: L2 Bloom (hits confirmed in the store) → L3
+//	        unique insert ∥ Merge → states → outbound message resolution →
+//	        late audit → acknowledge (delete) the log entries
 //
 // The log is the stream: what Ingest acknowledged is in it until processed,
 // so a crash between the two is repaired at the next Start, which processes
