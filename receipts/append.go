@@ -26,9 +26,9 @@ const maxAppendRows = 4096
 const (
 	appendGroupRows  = 128
 	appendGapDefault = 500 * time.Microsecond
-	// busyShare is the share of GOMAXPROCS CPUs in use (cpuLoad) from
-	// which the appender holds groups open.
-	busyShare = 0.7
+	// appendBusyShare is the share of GOMAXPROCS CPUs in use (cpuLoad)
+	// from which the appender holds groups open.
+	appendBusyShare = 0.7
 )
 
 // appendReq is one Ingest call's receipts waiting to be appended.
@@ -103,7 +103,7 @@ func (p *Pipeline) collect(first *appendReq) []*appendReq {
 			return batch
 		}
 		if timer == nil {
-			if p.busy() < busyShare {
+			if p.busy() < appendBusyShare {
 				return batch
 			}
 			deadline = time.Now().Add(p.cfg.AppendHold)

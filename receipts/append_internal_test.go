@@ -57,7 +57,7 @@ func TestCollectHoldsTheGroupWhileBusy(t *testing.T) {
 
 func TestCollectAppendsAtOnceWhenNotBusy(t *testing.T) {
 	asked := 0
-	p := appender(time.Hour, time.Hour, func() float64 { asked++; return busyShare - 0.01 })
+	p := appender(time.Hour, time.Hour, func() float64 { asked++; return appendBusyShare - 0.01 })
 	first := call(1)
 	if g := p.collect(first); len(g) != 1 || g[0] != first {
 		t.Fatalf("group = %d calls, want first alone", len(g))

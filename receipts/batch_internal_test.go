@@ -21,7 +21,7 @@ func TestBatchMinFollowsTheLoad(t *testing.T) {
 		want      int
 	}{
 		{"idle", 50, 1024, 0, 50},
-		{"the appender's share", 50, 1024, busyShare, 50},
+		{"the appender's share", 50, 1024, appendBusyShare, 50},
 		{"just below the share", 50, 1024, batchBusyShare - 0.01, 50},
 		{"busy", 50, 1024, batchBusyShare, 1024},
 		{"saturated", 50, 1024, 1, 1024},

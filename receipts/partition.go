@@ -168,8 +168,8 @@ func (p *Pipeline) run(pt *partition) {
 
 // batchBusyShare is the share of GOMAXPROCS CPUs in use (cpuLoad) from
 // which a partition waits for BatchMinBusy receipts. It is higher than
-// the appender's busyShare on purpose: waiting costs nothing only when the
-// CPUs are saturated, so that what the partition leaves idle others use.
+// appendBusyShare on purpose: waiting costs nothing only when the CPUs
+// are saturated, so that what the partition leaves idle others use.
 // Below that the writer is the queue, and a partition that waits for more
 // leaves it idle: with the trigger at 0.7 (or at "a batch was already
 // waiting when the last one was done"), bench receipts, at about 0.7 of
