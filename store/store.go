@@ -6,7 +6,12 @@
 // Every method returns domain errors (*wamux.Error) for outcomes a caller
 // decides on (ENotFound, EConflict, EInvalid); infrastructure failures are
 // wrapped with %w and reach clients only as "internal" or "unavailable".
-// A method that returns nil has made its writes durable.
+// A method that returns nil has made its writes durable, except the
+// receipt pipeline's merges and log acks (InsertReceipts,
+// InsertReceiptsPutStates, AckReceiptLog): those may return once
+// committed and visible, and become durable with the store's next durable
+// write, never after a write committed later (store/sqlite defers their
+// fsync this way; the pipeline replays its log when a crash loses them).
 package store
 
 import (
@@ -181,8 +186,8 @@ func ValidateUpdates(us ...MessageUpdate) error {
 // call instead of InsertReceipts and PutStates.
 type ReceiptStateWriter interface {
 	// InsertReceiptsPutStates is InsertReceipts(rs) and PutStates(states)
-	// as one atomic write: both are durable when it returns nil, neither
-	// when it fails.
+	// as one atomic write: both are committed when it returns nil, neither
+	// when it fails. Durable in commit order (see the package comment).
 	InsertReceiptsPutStates(ctx context.Context, rs []wamux.Receipt, states []MessageState) ([]bool, error)
 }
 
@@ -192,7 +197,7 @@ type ReceiptStore interface {
 	// InsertReceipts stores receipts and reports for each whether it was new
 	// (true) or already stored under the same (message_id, account_id,
 	// receipt_type) (false). Results are in input order; repeats inside one
-	// call count once.
+	// call count once. Durable in commit order (see the package comment).
 	InsertReceipts(ctx context.Context, rs []wamux.Receipt) ([]bool, error)
 	// HasReceipts reports for each key whether a receipt with that triple is
 	// stored; the Bloom layer confirms its hits with it.
@@ -325,7 +330,9 @@ type PipelineStore interface {
 	// afterID, by id.
 	ListReceiptLog(ctx context.Context, afterID int64, limit int) ([]LoggedReceipt, error)
 	// AckReceiptLog deletes processed receipts from the log and reports
-	// how many were still there.
+	// how many were still there. Durable in commit order (see the package
+	// comment): an ack lost in a crash leaves its receipts to be processed
+	// again.
 	AckReceiptLog(ctx context.Context, ids []int64) (int, error)
 	// FindMessages returns the messages whose wamid is one of wamids or
 	// whose msg_id is one of msgIDs, in one round trip, so a batch of

@@ -79,7 +79,7 @@ func (s *Store) AckReceiptLog(ctx context.Context, ids []int64) (int, error) {
 		return n, true, nil
 	}
 	return s.logAcks.Ack(ids, size, func(done []int64) error {
-		return s.writeDeferred(ctx, func(w *writeTx) error {
+		return s.writeOrdered(ctx, func(w *writeTx) error {
 			for start := 0; start < len(done); start += maxKeyRows {
 				chunk := done[start:min(start+maxKeyRows, len(done))]
 				rows := padRows(len(chunk))

@@ -73,7 +73,7 @@ func (s *Store) InsertReceiptsPutStates(ctx context.Context, rs []wamux.Receipt,
 		out = make([]bool, len(rs))
 	}
 	now := ms(s.now())
-	err := s.writeDeferred(ctx, func(w *writeTx) error {
+	err := s.writeOrdered(ctx, func(w *writeTx) error {
 		var seqs []int64
 		// The states are most often of the receipts' messages, numbered
 		// here: seqOf keeps those numbers for them.

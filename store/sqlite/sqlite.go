@@ -198,6 +198,9 @@ type Store struct {
 	// wal fsyncs the WAL for batches committed without it (walsync.go);
 	// only the writer's syncer goroutine uses it.
 	wal *walSyncer
+	// syncFailed is set by the syncer once an fsync of the WAL has failed
+	// (Store.answer).
+	syncFailed atomic.Bool
 }
 
 var _ store.Store = (*Store)(nil)

@@ -11,25 +11,39 @@ import (
 // with an fsync of the WAL, and the writer waits for it before it can
 // start the next transaction: about a third of its time under the receipt
 // pipeline's load (docs/BENCHMARKS.md, tenth session). The receipt
-// pipeline's writes (log appends, receipts and states, log acks) need that
-// their callers are answered only once durable, not that the writer waits.
-// So a batch made only of such requests (request.deferSync) commits with
-// synchronous=NORMAL, which writes the WAL frames without an fsync, and is
-// handed to the syncer goroutine; the writer goes on with the next
-// transaction while the syncer fsyncs the WAL file and then answers the
-// batch's callers. An fsync covers every frame written before it, so one
-// covers all the batches waiting, in commit order, and SQLite's WAL
-// recovery keeps a prefix of the commits: nothing answered can be lost,
-// and a later commit never survives an earlier one.
+// pipeline's writes need less than that:
+//   - its log appends (request.deferSync) need that their callers are
+//     answered only once durable, not that the writer waits;
+//   - its merges (receipts and states) and log acks (request.ordered)
+//     need only to be committed, and never to survive a crash that loses
+//     a commit made before them.
+//
+// So a batch made only of such requests commits with synchronous=NORMAL,
+// which writes the WAL frames without an fsync; its ordered requests are
+// answered at once, and the rest is handed to the syncer goroutine, which
+// fsyncs the WAL file and then answers them while the writer goes on with
+// the next transaction. An fsync covers every frame written before it, so
+// one covers all the batches waiting, in commit order, and SQLite's WAL
+// recovery keeps a prefix of the commits: nothing answered after an fsync
+// can be lost, and a later commit never survives an earlier one.
+//
+// That prefix is what the ordered writes rely on. A merge is followed by
+// the log ack of its receipts, so a crash that loses the merge loses the
+// ack too, and the log entries are processed again at Start (merging is
+// idempotent); whatever else acts on a merge (the outbound side's status
+// updates) commits with FULL and so makes it durable first. Before ordered
+// writes, every merge had an fsync of its own, and the log appends, which
+// a webhook's answer waits for, queued behind them in the syncer
+// (docs/BENCHMARKS.md, seventeenth session).
 //
 // The difference with FULL is only what a reader sees meanwhile: a
-// deferred batch's rows are visible to other connections before its fsync.
-// Only the receipt pipeline's own data goes this way, and the pipeline
-// tolerates it (a power loss loses the same prefix of log and merge, and
-// unanswered log appends are redelivered); every other write (messages,
-// accounts, sequences: anything a dispatcher may act on outside) still
-// commits with synchronous=FULL, durable before visible, which also makes
-// every deferred batch before it durable.
+// deferred or ordered batch's rows are visible to other connections before
+// the fsync. Only the receipt pipeline's own data goes this way, and the
+// pipeline tolerates it (a power loss loses the same prefix of log and
+// merge, and unanswered log appends are redelivered); every other write
+// (messages, accounts, sequences: anything a dispatcher may act on
+// outside) still commits with synchronous=FULL, durable before visible,
+// which also makes every earlier batch durable.
 
 // syncBatch is a committed batch whose callers wait for the WAL's fsync.
 type syncBatch struct {
@@ -135,6 +149,7 @@ func (s *Store) runSyncer(in <-chan syncBatch, done chan<- struct{}) {
 		failedBefore := s.wal.failed != nil
 		err := s.wal.syncWAL()
 		if err != nil {
+			s.syncFailed.Store(true)
 			if !failedBefore {
 				s.opts.Logger.Error("sqlite: fsync of the WAL failed; the receipt pipeline's writes fail until a restart", "err", err)
 			}

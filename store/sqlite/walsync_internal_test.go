@@ -3,6 +3,7 @@ package sqlite
 import (
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -158,10 +159,117 @@ func TestDeferredWriteFailsWhenTheWALSyncFails(t *testing.T) {
 		BaseURL: wamux.DefaultBaseURL, RatePerSec: 80, Burst: 80, State: wamux.AccountActive}); err != nil {
 		t.Fatalf("create account after a failed WAL fsync: %v", err)
 	}
+	// Merges, which need no fsync of their own, fail too from now on.
+	if _, err := s.InsertReceipts(ctx, walReceipts(1)); !errors.Is(err, errDisk) {
+		t.Fatalf("insert receipts after a failed fsync: %v, want %v", err, errDisk)
+	}
+}
+
+// The pipeline's merges and log acks are answered once committed, while
+// the log append before them still waits for its fsync.
+func TestOrderedWritesAnsweredAtCommit(t *testing.T) {
+	s := openInternal(t)
+	ctx := t.Context()
+	started, release := blockSync(t, s, func() error { return nil })
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	appended := make(chan error, 1)
+	var ids []int64
+	go func() {
+		var err error
+		ids, err = s.AppendReceiptLog(ctx, walReceipts(3))
+		appended <- err
+	}()
+	<-started // the append is committed; its fsync waits for release
+	ordered := make(chan error, 1)
+	go func() {
+		fresh, err := s.InsertReceipts(ctx, walReceipts(3))
+		if err == nil && len(fresh) != 3 {
+			err = fmt.Errorf("%d results for 3 receipts", len(fresh))
+		}
+		ordered <- err
+	}()
+	select {
+	case err := <-ordered:
+		if err != nil {
+			t.Fatalf("insert receipts: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("insert receipts waited for the WAL fsync")
+	}
+	select {
+	case err := <-appended:
+		t.Fatalf("the log append was answered (%v) before its fsync", err)
+	default:
+	}
+	close(release)
+	if err := <-appended; err != nil {
+		t.Fatalf("log append: %v", err)
+	}
+	// The ack's commit comes after the append's fsync here, so nothing
+	// blocks it; what this shows is that it is answered without one more.
+	go func() {
+		for range started {
+		}
+	}()
+	if n, err := s.AckReceiptLog(ctx, ids); err != nil || n != 3 {
+		t.Fatalf("ack: %d, %v; want 3", n, err)
+	}
+}
+
+// answer routes a committed batch: with synchronous=FULL everyone at once;
+// otherwise ordered requests at once and the rest through the syncer, and
+// after a failed fsync everyone through the syncer.
+func TestAnswerRoutesByKind(t *testing.T) {
+	for _, c := range []struct {
+		name                 string
+		full, failed         bool
+		orderedNow, deferNow bool
+	}{
+		{"normal", false, false, true, false},
+		{"full", true, false, true, true},
+		{"after a failed fsync", false, true, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := &Store{}
+			s.syncFailed.Store(c.failed)
+			ordered := &request{ordered: true, done: make(chan error, 1)}
+			deferred := &request{deferSync: true, done: make(chan error, 1)}
+			syncs := make(chan syncBatch, 1)
+			s.answer(&writeTx{full: c.full}, []*request{deferred, ordered}, []error{nil, nil}, syncs)
+			if got := len(ordered.done) == 1; got != c.orderedNow {
+				t.Errorf("ordered answered at once: %v, want %v", got, c.orderedNow)
+			}
+			if got := len(deferred.done) == 1; got != c.deferNow {
+				t.Errorf("deferred answered at once: %v, want %v", got, c.deferNow)
+			}
+			var toSyncer int
+			select {
+			case b := <-syncs:
+				toSyncer = len(b.reqs)
+			default:
+			}
+			if want := 2 - btoi(c.orderedNow) - btoi(c.deferNow); toSyncer != want {
+				t.Errorf("%d requests to the syncer, want %d", toSyncer, want)
+			}
+		})
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // syncFor commits a batch with synchronous=NORMAL only when every request
-// in it defers its fsync, and with FULL otherwise.
+// in it defers its fsync or needs none, and with FULL otherwise.
 func TestSyncModeFollowsTheBatch(t *testing.T) {
 	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "m.db")+"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)")
 	if err != nil {
@@ -181,7 +289,7 @@ func TestSyncModeFollowsTheBatch(t *testing.T) {
 		}
 		return m
 	}
-	deferred, full := &request{deferSync: true}, &request{}
+	deferred, full, ordered := &request{deferSync: true}, &request{}, &request{ordered: true}
 	for i, c := range []struct {
 		batch []*request
 		full  bool
@@ -191,6 +299,9 @@ func TestSyncModeFollowsTheBatch(t *testing.T) {
 		{[]*request{deferred, deferred}, false, 1},
 		{[]*request{deferred}, false, 1},
 		{[]*request{full, deferred}, true, 2},
+		{[]*request{ordered, deferred}, false, 1},
+		{[]*request{ordered, full}, true, 2},
+		{[]*request{ordered}, false, 1},
 	} {
 		w.syncFor(c.batch)
 		if w.full != c.full || mode() != c.mode {

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"runtime"
-	"slices"
 	"time"
 
 	"github.com/wamux/wamux"
@@ -25,6 +24,10 @@ type request struct {
 	// deferSync: the caller needs its answer only once durable, not the
 	// writer to wait for the fsync (walsync.go).
 	deferSync bool
+	// ordered: the caller needs its writes committed, and durable no
+	// later than what is committed after them, not durable before it is
+	// answered (walsync.go): answered right after COMMIT.
+	ordered bool
 }
 
 // write hands fn to the writer and waits until the transaction that ran it
@@ -44,6 +47,13 @@ func (s *Store) write(ctx context.Context, fn func(w *writeTx) error) error {
 // answered after it all the same (walsync.go).
 func (s *Store) writeDeferred(ctx context.Context, fn func(w *writeTx) error) error {
 	return s.enqueue(ctx, &request{ctx: ctx, fn: fn, done: make(chan error, 1), deferSync: true})
+}
+
+// writeOrdered is write for the receipt pipeline's merges and log acks,
+// which may be answered once committed, before the WAL's fsync
+// (walsync.go).
+func (s *Store) writeOrdered(ctx context.Context, fn func(w *writeTx) error) error {
+	return s.enqueue(ctx, &request{ctx: ctx, fn: fn, done: make(chan error, 1), ordered: true})
 }
 
 // writeOneStatement is write for an fn that changes the database with one
@@ -125,18 +135,40 @@ func (s *Store) runWriter(w *writeTx) {
 		if s.ckpt != nil {
 			s.ckpt.notify()
 		}
-		if w.full {
-			for i, r := range batch {
-				r.done <- errs[i]
-			}
-		} else {
-			syncs <- syncBatch{reqs: slices.Clone(batch), errs: slices.Clone(errs)}
-		}
+		s.answer(w, batch, errs, syncs)
 		clear(batch)
 		if err := s.fileKeys(w); err != nil {
 			s.opts.Logger.Warn("sqlite: filing message numbers in the index failed; they stay in memory and the fill is retried",
 				"err", err, "tail", w.seqs.tail.len())
 		}
+	}
+}
+
+// answer answers a committed batch's callers: all at once when it
+// committed with synchronous=FULL, and otherwise the ordered requests at
+// once and the rest after the syncer's fsync of the WAL. Once an fsync has
+// failed, ordered requests wait for the syncer too, which fails them: the
+// kernel may have dropped pages, and the pipeline should stop acting on
+// writes that may never reach the disk.
+func (s *Store) answer(w *writeTx, batch []*request, errs []error, syncs chan<- syncBatch) {
+	if w.full {
+		for i, r := range batch {
+			r.done <- errs[i]
+		}
+		return
+	}
+	failed := s.syncFailed.Load()
+	var later syncBatch
+	for i, r := range batch {
+		if r.ordered && !failed {
+			r.done <- errs[i]
+			continue
+		}
+		later.reqs = append(later.reqs, r)
+		later.errs = append(later.errs, errs[i])
+	}
+	if len(later.reqs) > 0 {
+		syncs <- later
 	}
 }
 
@@ -291,14 +323,15 @@ type writeTx struct {
 }
 
 // syncFor sets the connection's synchronous mode for batch: NORMAL when
-// every request in it defers its fsync to the syncer, FULL otherwise. A
+// every request in it defers its fsync to the syncer or needs none
+// (ordered), FULL otherwise. A
 // failed switch leaves full as it was known; a batch committed while full
 // is false is answered only after the syncer's fsync, whatever the mode
 // really was, so a failure costs speed, never durability.
 func (w *writeTx) syncFor(batch []*request) {
 	deferred := true
 	for _, r := range batch {
-		deferred = deferred && r.deferSync
+		deferred = deferred && (r.deferSync || r.ordered)
 	}
 	if deferred == !w.full {
 		return
