@@ -64,7 +64,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "wamux_inbound_messages_total", Help: "Inbound user messages received by webhook, by account.",
 		}, []string{"account"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "wamux_receipt_latency_seconds", Help: "From receipt intake to its merge being durable.",
+			Name: "wamux_receipt_latency_seconds", Help: "From receipt intake to its merge being committed.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}),
 		queued: prometheus.NewGaugeVec(prometheus.GaugeOpts{

@@ -106,7 +106,7 @@ type Processed struct {
 	// Duplicate names the layer that found it a duplicate ("" when new).
 	Duplicate string
 	Decision  Decision
-	// Latency is from intake (ReceivedAt) to the batch being durable.
+	// Latency is from intake (ReceivedAt) to the batch being committed.
 	Latency time.Duration
 }
 
