@@ -24,9 +24,9 @@ type request struct {
 	// deferSync: the caller needs its answer only once durable, not the
 	// writer to wait for the fsync (walsync.go).
 	deferSync bool
-	// ordered: the caller needs its writes committed, and durable no
-	// later than what is committed after them, not durable before it is
-	// answered (walsync.go): answered right after COMMIT.
+	// ordered: the caller needs its writes committed when answered, and
+	// durable no later than anything committed after them, but not
+	// durable yet: it is answered right after COMMIT (walsync.go).
 	ordered bool
 }
 
@@ -324,9 +324,9 @@ type writeTx struct {
 
 // syncFor sets the connection's synchronous mode for batch: NORMAL when
 // every request in it defers its fsync to the syncer or needs none
-// (ordered), FULL otherwise. A
-// failed switch leaves full as it was known; a batch committed while full
-// is false is answered only after the syncer's fsync, whatever the mode
+// (ordered), FULL otherwise. A failed switch leaves full as it was known;
+// a batch committed while full is false is answered only after the
+// syncer's fsync (ordered requests: after the commit), whatever the mode
 // really was, so a failure costs speed, never durability.
 func (w *writeTx) syncFor(batch []*request) {
 	deferred := true
