@@ -163,14 +163,37 @@ func normalizeWebhook(hook *cloudapi.Webhook, lookup func(phoneID string) (strin
 		payload, _ := json.Marshal(v)
 		n.dead[reason] = append(n.dead[reason], store.DeadLetter{Source: "webhook", AccountID: account, Reason: why, Payload: payload})
 	}
+	// What a dead letter keeps of a value whose number has no account:
+	// enough to replay its statuses and find its messages once the account
+	// exists (Meta does not redeliver what was answered 200), and no user's
+	// phone number or text.
+	type unknownStatus struct {
+		ID           string `json:"id"`
+		Status       string `json:"status"`
+		Timestamp    string `json:"timestamp"`
+		CallbackData string `json:"biz_opaque_callback_data,omitempty"`
+		ErrorCode    int    `json:"error_code,omitempty"`
+		ErrorTitle   string `json:"error_title,omitempty"`
+	}
+	type unknownMessage struct {
+		ID        string `json:"id"`
+		Type      string `json:"type"`
+		Timestamp string `json:"timestamp"`
+	}
 	type unknownValue struct {
-		PhoneNumberID string `json:"phone_number_id"`
-		Statuses      int    `json:"statuses"`
-		Messages      int    `json:"messages"`
+		PhoneNumberID string           `json:"phone_number_id"`
+		Statuses      []unknownStatus  `json:"statuses,omitempty"`
+		Messages      []unknownMessage `json:"messages,omitempty"`
 	}
 	var unknown []unknownValue
 	for _, e := range hook.Entry {
 		for _, c := range e.Changes {
+			if c.Field != "" && c.Field != cloudapi.FieldMessages {
+				// Other subscriptions share the callback URL (flows,
+				// calls, template and account updates): not receipts, and
+				// their values need not name a phone number.
+				continue
+			}
 			v := c.Value
 			if v.Metadata.PhoneNumberID == "" && len(v.Statuses) == 0 && len(v.Messages) == 0 && len(v.Errors) == 0 {
 				continue // a change without content for us (other fields)
@@ -181,7 +204,18 @@ func normalizeWebhook(hook *cloudapi.Webhook, lookup func(phoneID string) (strin
 				return normalized{}, err
 			}
 			if !ok {
-				unknown = append(unknown, unknownValue{v.Metadata.PhoneNumberID, len(v.Statuses), len(v.Messages)})
+				u := unknownValue{PhoneNumberID: v.Metadata.PhoneNumberID}
+				for _, st := range v.Statuses {
+					us := unknownStatus{ID: st.ID, Status: st.Status, Timestamp: st.Timestamp, CallbackData: st.BizOpaqueCallbackData}
+					if len(st.Errors) > 0 {
+						us.ErrorCode, us.ErrorTitle = st.Errors[0].Code, st.Errors[0].Title
+					}
+					u.Statuses = append(u.Statuses, us)
+				}
+				for _, m := range v.Messages {
+					u.Messages = append(u.Messages, unknownMessage{ID: m.ID, Type: m.Type, Timestamp: m.Timestamp})
+				}
+				unknown = append(unknown, u)
 				continue
 			}
 			n.known++
@@ -220,8 +254,7 @@ func normalizeWebhook(hook *cloudapi.Webhook, lookup func(phoneID string) (strin
 		}
 	}
 	if n.known > 0 && len(unknown) > 0 {
-		// Stored with the rest so the notification can be answered 200;
-		// only counts are kept, no phone numbers of users.
+		// Stored with the rest so the notification can be answered 200.
 		for _, u := range unknown {
 			dead("unknown_phone_number", "", "no account has phone_number_id "+u.PhoneNumberID, u)
 		}

@@ -224,11 +224,25 @@ func TestWebhookStoresWhatItCarries(t *testing.T) {
 			"messages":[{"from":"16505551234","id":"wamid.IN1","timestamp":"1750030100","type":"text","text":{"body":"hi"}}],
 			"future_field":{"x":1}}},
 		{"field":"messages","value":{"metadata":{"phone_number_id":"777"},
-			"statuses":[{"id":"wamid.Z","status":"sent","timestamp":"1750030073"}]}}]}]}`, phoneID))
+			"statuses":[{"id":"wamid.Z","status":"sent","timestamp":"1750030073","recipient_id":"16505551234",
+				"biz_opaque_callback_data":"cb-z"}]}},
+		{"field":"calls","value":{"metadata":{"phone_number_id":%q},
+			"statuses":[{"id":"wamid.CALL","status":"RINGING","timestamp":"1750030100"}]}},
+		{"field":"flows","value":{"event":"ENDPOINT_ERROR_RATE","errors":[{"error_type":"TIMEOUT","error_rate":0.5,"error_count":2}]}}]}]}`,
+		phoneID, phoneID))
+	// Other subscriptions share the callback URL: a notification of only
+	// those is taken (200), and nothing is stored.
+	flows := []byte(`{"object":"whatsapp_business_account","entry":[{"id":"1","changes":[{"field":"flows",
+		"value":{"event":"ENDPOINT_ERROR_RATE","errors":[{"error_type":"TIMEOUT","error_rate":0.5,"error_count":2}]}}]}]}`)
+	if r := b.webhook(t, flows, cloudapi.Sign(flows, appSecret)); r.status != http.StatusOK {
+		t.Fatalf("flows notification: %d %s", r.status, r.body)
+	}
+	b.nothingStored(t, "a flows notification")
 	// The answer counts what was taken.
 	wantBodies := []map[string]int{{"inbound": 0, "receipts": 2}, {"inbound": 0, "receipts": 3},
-		{"inbound": 0, "receipts": 2}, {"inbound": 1, "receipts": 0}}
-	for i, body := range [][]byte{read, earlier, read, mixed} { // read twice: a redelivery
+		{"inbound": 0, "receipts": 2}, {"inbound": 1, "receipts": 0}, {"inbound": 1, "receipts": 0}}
+	// read and mixed twice: Meta redelivers.
+	for i, body := range [][]byte{read, earlier, read, mixed, mixed} {
 		r := b.webhook(t, body, cloudapi.Sign(body, appSecret))
 		if r.status != http.StatusOK {
 			t.Fatalf("webhook %d: %d %s", i, r.status, r.body)
@@ -279,8 +293,20 @@ func TestWebhookStoresWhatItCarries(t *testing.T) {
 		}
 	}
 	all := strings.Join(reasons, " | ")
-	if len(dl.DeadLetters) != 3 || strings.Count(all, "timestamp") != 2 || !strings.Contains(all, "no account has phone_number_id 777") {
-		t.Errorf("dead letters = %v, want the bad timestamp (twice delivered) and the unknown number", reasons)
+	if len(dl.DeadLetters) != 4 || strings.Count(all, "timestamp") != 2 || strings.Count(all, "no account has phone_number_id 777") != 2 {
+		t.Errorf("dead letters = %v, want the bad timestamp and the unknown number, each delivered twice", reasons)
+	}
+	for _, d := range dl.DeadLetters {
+		if !strings.Contains(d.Reason, "777") {
+			continue
+		}
+		// Enough to replay the status once the number has an account; no
+		// user's phone number.
+		p := string(d.Payload)
+		if !strings.Contains(p, `"id":"wamid.Z"`) || !strings.Contains(p, `"status":"sent"`) ||
+			!strings.Contains(p, `"timestamp":"1750030073"`) || !strings.Contains(p, "cb-z") || strings.Contains(p, "16505551234") {
+			t.Errorf("unknown number's dead letter %s: want the status's id, status, timestamp and callback data, no recipient", p)
+		}
 	}
 	if r := b.json(t, http.MethodGet, "/v1/dead-letters?limit=0", ""); r.status != http.StatusBadRequest {
 		t.Errorf("limit=0: %d, want 400", r.status)

@@ -33,6 +33,11 @@ type Entry struct {
 	Changes []Change `json:"changes"`
 }
 
+// FieldMessages is Change.Field for statuses and inbound messages; other
+// subscriptions (flows, calls, template and account updates) arrive at
+// the same callback with other fields.
+const FieldMessages = "messages"
+
 // Change is one update; Field is "messages" for statuses and inbound.
 type Change struct {
 	Field string `json:"field"`
