@@ -61,7 +61,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "wamux_receipts_resolved_total", Help: "Merged statuses applied to outbound messages, by result (advanced, adopted, unmatched, stale).",
 		}, []string{"result"}),
 		inbound: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "wamux_inbound_messages_total", Help: "Inbound user messages received by webhook, by account.",
+			Name: "wamux_inbound_messages_total", Help: "Inbound user messages received by webhook, by account; redeliveries are not counted again.",
 		}, []string{"account"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "wamux_receipt_latency_seconds", Help: "From receipt intake to its merge being committed.",

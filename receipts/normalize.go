@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/store"
@@ -12,6 +13,11 @@ import (
 // maxIDLen bounds ids from outside (as the agent does); a wamid is about
 // 60 characters.
 const maxIDLen = 1024
+
+// maxCallbackChars is Meta's limit on biz_opaque_callback_data, which a
+// status echoes: 512 characters (not bytes: a status for a send by
+// another app may carry more bytes of non-ASCII text).
+const maxCallbackChars = 512
 
 // Normalize checks a receipt from outside and puts it in canonical form
 // (trimmed ids, UTC times truncated to the store's millisecond), so the
@@ -26,8 +32,8 @@ func Normalize(r *wamux.Receipt) error {
 		return wamux.Errorf(wamux.EInvalid, "message_id is longer than %d bytes", maxIDLen)
 	case r.AccountID == "":
 		return wamux.Errorf(wamux.EInvalid, "account_id is required")
-	case len(r.CallbackData) > 512:
-		return wamux.Errorf(wamux.EInvalid, "callback data is longer than 512 bytes")
+	case len(r.CallbackData) > maxCallbackChars && utf8.RuneCountInString(r.CallbackData) > maxCallbackChars:
+		return wamux.Errorf(wamux.EInvalid, "callback data is longer than %d characters", maxCallbackChars)
 	}
 	if _, err := wamux.ParseReceiptType(string(r.Type)); err != nil {
 		return err
@@ -66,19 +72,32 @@ func (p *Pipeline) deadLetter(ctx context.Context, reason string, ds []store.Dea
 	return nil
 }
 
-// AddInbound keeps the minimal record of inbound messages and counts them.
+// AddInbound keeps the minimal record of inbound messages and counts the
+// new ones: Meta redelivers a notification it was not sure we took, and a
+// redelivered message is neither stored nor counted again. One store call
+// per account, so that the count is per account (a notification almost
+// always carries one).
 func (p *Pipeline) AddInbound(ctx context.Context, ms []store.InboundMessage) error {
-	if len(ms) == 0 {
-		return nil
-	}
-	if err := p.retry(ctx, "add inbound messages", func(ctx context.Context) error {
-		_, err := p.st.AddInboundMessages(ctx, ms)
-		return err
-	}); err != nil {
-		return err
-	}
-	for _, m := range ms {
-		p.m.inbound.WithLabelValues(m.AccountID).Inc()
+	for len(ms) > 0 {
+		account := ms[0].AccountID
+		var mine, rest []store.InboundMessage
+		for _, m := range ms {
+			if m.AccountID == account {
+				mine = append(mine, m)
+			} else {
+				rest = append(rest, m)
+			}
+		}
+		var added int
+		if err := p.retry(ctx, "add inbound messages", func(ctx context.Context) error {
+			var err error
+			added, err = p.st.AddInboundMessages(ctx, mine)
+			return err
+		}); err != nil {
+			return err
+		}
+		p.m.inbound.WithLabelValues(account).Add(float64(added))
+		ms = rest
 	}
 	return nil
 }

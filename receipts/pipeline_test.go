@@ -336,6 +336,8 @@ func TestIngestRejectsInvalid(t *testing.T) {
 		"no account":    {MessageID: "w", Type: wamux.ReceiptSent, EventTime: base},
 		"bad type":      {AccountID: "a", MessageID: "w", Type: "played", EventTime: base},
 		"no time":       {AccountID: "a", MessageID: "w", Type: wamux.ReceiptSent},
+		"callback data of 513 characters": {AccountID: "a", MessageID: "w", Type: wamux.ReceiptSent, EventTime: base,
+			CallbackData: strings.Repeat("x", 513)},
 	} {
 		_, err := p.Ingest(context.Background(), "agent", []wamux.Receipt{rcpt("a", "ok", wamux.ReceiptSent, 1), r})
 		if wamux.ErrorCode(err) != wamux.EInvalid {
@@ -354,6 +356,13 @@ func TestIngestRejectsInvalid(t *testing.T) {
 	}
 	if res := ingest(t, p, rcpt("a", "w", wamux.ReceiptSent, 1)); res.Accepted != 0 || res.Duplicates != 1 {
 		t.Fatalf("repeat result = %+v, want an L1 duplicate", res)
+	}
+	// Meta's limit on callback data is in characters: 512 of them in
+	// two bytes each are taken.
+	long := rcpt("a", "w2", wamux.ReceiptSent, 1)
+	long.CallbackData = strings.Repeat("é", 512)
+	if res := ingest(t, p, long); res.Accepted != 1 {
+		t.Fatalf("512 two-byte characters of callback data: %+v, want accepted", res)
 	}
 }
 
