@@ -74,7 +74,10 @@ func (s *Server) handleWebhookVerify(w http.ResponseWriter, r *http.Request) {
 // notification (a status without id, a bad timestamp) is dead-lettered and
 // still answered 200: redelivering it would never help. A notification
 // none of whose phone numbers belong to an account is refused (404) and
-// nothing is stored, so Meta keeps it until the account is added.
+// nothing is stored, so Meta keeps it until the account is added; beside
+// a known number, an unknown one's statuses go to a dead letter. Changes
+// of other subscriptions sharing the callback URL (a field other than
+// "messages": flows, calls, template updates) are ignored.
 func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyWebhook))
 	if err != nil {
