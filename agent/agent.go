@@ -55,12 +55,16 @@ func New(cfg Config) (*Agent, error) {
 		replayed++
 		// A spooled receipt reported again after a restart is a repeat too.
 		a.repeats.markDone(repeatKey{messageID: r.MessageID, typ: wamux.ReceiptType(r.Type)})
+	}, func(n int) {
+		if a.unflushed.Add(int64(n)) >= int64(a.cfg.FlushEvents) {
+			a.kickSender()
+		}
 	})
 	if err != nil {
 		return nil, err
 	}
 	a.stats.replayed.Store(replayed)
-	a.unflushed.Store(int64(replayed))
+	a.unflushed.Add(int64(replayed))
 	if replayed > 0 {
 		cfg.Logger.Info("agent: re-sending receipts left in the spool", "account_id", cfg.AccountID, "receipts", replayed)
 	}
@@ -106,9 +110,6 @@ func (a *Agent) Report(ctx context.Context, r Receipt) error {
 			return err
 		}
 		a.stats.reported.Add(1)
-		if a.unflushed.Add(1) >= int64(a.cfg.FlushEvents) {
-			a.kickSender()
-		}
 		return nil
 	}
 }

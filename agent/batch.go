@@ -56,10 +56,6 @@ func (a *Agent) ReportBatch(ctx context.Context, rs []Receipt) error {
 			continue
 		}
 		a.stats.reported.Add(1)
-		a.unflushed.Add(1)
-	}
-	if a.unflushed.Load() >= int64(a.cfg.FlushEvents) {
-		a.kickSender()
 	}
 	if failure != nil {
 		return failure

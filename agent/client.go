@@ -84,6 +84,14 @@ func (a *Agent) post(ctx context.Context, recs []record) attempt {
 			at.err = fmt.Errorf("agent: read answer: %w", err)
 		} else if jerr := json.Unmarshal(data, &br); jerr != nil {
 			at.err = fmt.Errorf("agent: decode answer: %w", jerr)
+		} else if br.Accepted < 0 || br.Duplicates < 0 || br.Accepted+br.Duplicates != len(recs) {
+			at.err = fmt.Errorf("agent: answer counts %d accepted and %d duplicates for %d receipts", br.Accepted, br.Duplicates, len(recs))
+		}
+		if at.err != nil {
+			// Not the gateway's answer to this batch (a proxy, a wrong
+			// GatewayURL): nothing says the receipts are stored.
+			at.verdict = verdictRetry
+			return at
 		}
 		at.accepted, at.duplicates = br.Accepted, br.Duplicates
 	case s == http.StatusRequestTimeout || s == http.StatusTooManyRequests || s >= 500:

@@ -5,8 +5,10 @@
 // The agent never loses a receipt it has accepted. Report returns only once
 // the receipt is fsynced into an append-only spool on local disk; a
 // background loop batches spooled receipts (every FlushInterval or
-// FlushEvents receipts, whichever comes first), posts them, and only a 2xx
-// from the gateway moves the durable ack mark past them. A weak network,
+// FlushEvents receipts, whichever comes first), posts them, and only the
+// gateway's 2xx answer for them (counting every receipt of the batch as
+// accepted or duplicate; any other 2xx, say from a proxy, is retried)
+// moves the durable ack mark past them. A weak network,
 // a gateway outage or a kill -9 therefore costs time, never data: a new
 // Agent on the same SpoolDir re-sends everything that was not acked.
 //
@@ -18,8 +20,12 @@
 // A batch the gateway rejects for good (a 4xx other than 408 and 429: bad
 // input, unknown account, wrong key) is not retried: it is written to the
 // dead-letter file, logged and dropped from the spool, so one bad batch
-// never blocks the ones behind it. Report validates receipts the way the
-// gateway does, so in practice only configuration errors end there.
+// never blocks the ones behind it. A 400 for several receipts is first
+// narrowed down: the batch is split in halves and each half sent, until
+// the rejected receipts stand alone, so good receipts are not dropped
+// with a bad one. Report validates receipts the way the gateway does, so
+// in practice only configuration errors end there. A dead-lettered
+// receipt reported again is sent again, not dropped as a repeat.
 //
 // Delivery is at least once. A batch whose ack was lost is sent again; the
 // gateway deduplicates on (message_id, account_id, type), so the repeat is
@@ -45,5 +51,7 @@
 // A crash can leave the last record of a segment torn; the CRC and the
 // length tell it apart from a whole record, and it is skipped with a
 // warning. Such a record was never acknowledged to the caller: Report had
-// not returned.
+// not returned. A whole record whose payload does not decode (written by
+// another version, say) is skipped alone, with an error in the log; the
+// records after it are read.
 package agent

@@ -45,6 +45,8 @@ type gateway struct {
 	hanging chan struct{} // gets a value when a request starts to hang
 	release chan struct{} // closed to let hanging requests go
 
+	poisonID string // a batch holding a receipt with this id is refused (400)
+
 	mu         sync.Mutex
 	script     []gwMode // consumed one per request before mode applies
 	mode       gwMode
@@ -141,7 +143,7 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		typ, err := wamux.ParseReceiptType(in.Type)
 		want, fixed := map[wamux.ReceiptType]int{wamux.ReceiptSent: 1, wamux.ReceiptDelivered: 2, wamux.ReceiptRead: 3}[typ]
 		badVersion := in.Version != nil && (*in.Version < 0 || (fixed && *in.Version != 0 && *in.Version != want))
-		if err != nil || in.MessageID == "" || in.EventTime <= 0 || badVersion {
+		if err != nil || in.MessageID == "" || in.EventTime <= 0 || badVersion || (g.poisonID != "" && in.MessageID == g.poisonID) {
 			gwError(w, http.StatusBadRequest, wamux.EInvalid, "bad receipt")
 			return
 		}

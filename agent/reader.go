@@ -91,6 +91,10 @@ func readSegment(path string, off, size int64, max int, acked uint64) ([]record,
 			if errors.Is(err, errShortRecord) && p > 0 {
 				break // the record continues in the next chunk
 			}
+			if errors.Is(err, errBadContent) {
+				p += n // whole but unreadable: skip it alone (recovery logs it)
+				continue
+			}
 			if err != nil {
 				return out, off + int64(p), fmt.Errorf("agent: %s at %d: %w", filepath.Base(path), off+int64(p), errBadRecord)
 			}

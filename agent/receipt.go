@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/wamux/wamux"
 )
@@ -31,14 +33,21 @@ type Receipt struct {
 var wireVersion = map[wamux.ReceiptType]int{wamux.ReceiptSent: 1, wamux.ReceiptDelivered: 2, wamux.ReceiptRead: 3}
 
 func (r Receipt) validate() error {
-	if r.MessageID == "" || len(r.MessageID) > MaxMessageIDLen {
+	// The gateway trims the id and rejects it if blank; JSON turns each
+	// byte of invalid UTF-8 into a three-byte U+FFFD, which changes the id
+	// and can push it over the limit both in the spool and at the gateway.
+	if strings.TrimSpace(r.MessageID) == "" || len(r.MessageID) > MaxMessageIDLen {
 		return wamux.Errorf(wamux.EInvalid, "agent: message_id must have 1 to %d bytes", MaxMessageIDLen)
+	}
+	if !utf8.ValidString(r.MessageID) {
+		return wamux.Errorf(wamux.EInvalid, "agent: message_id must be valid UTF-8")
 	}
 	if _, err := wamux.ParseReceiptType(string(r.Type)); err != nil {
 		return err
 	}
-	if r.EventTime.UnixMilli() <= 0 {
-		return wamux.Errorf(wamux.EInvalid, "agent: event_time must be after 1970")
+	// The gateway wants a whole second after 1970 and a year up to 9999.
+	if ms := r.EventTime.UnixMilli(); ms < 1000 || time.UnixMilli(ms).UTC().Year() > 9999 {
+		return wamux.Errorf(wamux.EInvalid, "agent: event_time must be between 1970-01-01T00:00:01Z and the year 9999")
 	}
 	if want, ok := wireVersion[r.Type]; r.Version < 0 || (ok && r.Version != 0 && r.Version != want) {
 		return wamux.Errorf(wamux.EInvalid, "agent: version %d does not match type %s", r.Version, r.Type)

@@ -25,6 +25,9 @@ var (
 	errShortRecord = errors.New("agent: spool record truncated")
 	// errBadRecord: the bytes are not a record (bad length, CRC or content).
 	errBadRecord = errors.New("agent: spool record corrupt")
+	// errBadContent: a whole record (length and CRC check out) whose
+	// content does not pass; the records after it are intact and readable.
+	errBadContent = fmt.Errorf("%w: invalid content", errBadRecord)
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -68,13 +71,13 @@ func decodeRecord(b []byte) (record, int, error) {
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil || dec.More() {
-		return record{}, 0, errBadRecord
+		return record{}, end, errBadContent
 	}
 	if r.Seq == 0 || r.MessageID == "" || len(r.MessageID) > MaxMessageIDLen || r.EventTime <= 0 || r.Version < 0 {
-		return record{}, 0, errBadRecord
+		return record{}, end, errBadContent
 	}
 	if _, err := wamux.ParseReceiptType(r.Type); err != nil {
-		return record{}, 0, errBadRecord
+		return record{}, end, errBadContent
 	}
 	return r, end, nil
 }

@@ -66,6 +66,19 @@ func (r *repeats) done(k repeatKey, c *claim, err error) {
 	close(c.done)
 }
 
+// forget drops k, so that the next report of it is spooled again.
+func (r *repeats) forget(k repeatKey) {
+	r.mu.Lock()
+	if c, ok := r.seen.Peek(k); ok {
+		select {
+		case <-c.done: // a pending claim belongs to a new report: keep it
+			r.seen.Remove(k)
+		default:
+		}
+	}
+	r.mu.Unlock()
+}
+
 // markDone records k as reported without an append: used for the records
 // found unacknowledged in the spool at start.
 func (r *repeats) markDone(k repeatKey) {

@@ -4,7 +4,10 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"time"
+
+	"github.com/wamux/wamux"
 )
 
 // run is the one loop that delivers the spool: it wakes every
@@ -74,15 +77,18 @@ func (a *Agent) deliver(ctx context.Context, recs []record) bool {
 		a.stats.sent.Add(uint64(len(recs)))
 		switch at.verdict {
 		case verdictAcked:
-			if at.err != nil {
-				log.Warn("agent: gateway acknowledged with an unreadable answer", "status", at.status, "err", at.err)
-			}
 			a.stats.accepted.Add(uint64(at.accepted))
 			a.stats.duplicates.Add(uint64(at.duplicates))
 			a.stats.acked.Add(uint64(len(recs)))
 			a.markAcked(log, recs)
 			return true
 		case verdictReject:
+			if at.status == http.StatusBadRequest && len(recs) > 1 {
+				// One bad receipt must not take the good ones with it:
+				// halve until the rejected ones stand alone.
+				h := len(recs) / 2
+				return a.deliver(ctx, recs[:h]) && a.deliver(ctx, recs[h:])
+			}
 			log.Error("agent: gateway rejected a batch; writing it to the dead-letter file",
 				"status", at.status, "code", at.code, "message", at.message, "err", at.err)
 			err := writeDeadLetter(a.cfg.SpoolDir, deadLetter{
@@ -91,6 +97,11 @@ func (a *Agent) deliver(ctx context.Context, recs []record) bool {
 			})
 			if err == nil {
 				a.stats.deadLettered.Add(uint64(len(recs)))
+				// Not delivered: a later report of the same receipt is no
+				// repeat.
+				for _, r := range recs {
+					a.repeats.forget(repeatKey{messageID: r.MessageID, typ: wamux.ReceiptType(r.Type)})
+				}
 				a.markAcked(log, recs)
 				return true
 			}

@@ -42,6 +42,7 @@ type spool struct {
 	segBytes int64
 	log      *slog.Logger
 	unlock   func() error
+	durable  func(n int) // told how many records each successful group made durable
 
 	imu    sync.RWMutex // guards closed against sends on reqs
 	closed bool
@@ -61,7 +62,7 @@ type spool struct {
 
 // openSpool locks dir, recovers its segments and ack mark, and calls
 // visit for every record not yet acknowledged, oldest first.
-func openSpool(dir string, segBytes int64, log *slog.Logger, visit func(record)) (*spool, error) {
+func openSpool(dir string, segBytes int64, log *slog.Logger, visit func(record), durable func(n int)) (*spool, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("agent: create spool dir: %w", err)
 	}
@@ -69,7 +70,10 @@ func openSpool(dir string, segBytes int64, log *slog.Logger, visit func(record))
 	if err != nil {
 		return nil, err
 	}
-	s := &spool{dir: dir, segBytes: segBytes, log: log, unlock: unlock}
+	if durable == nil {
+		durable = func(int) {}
+	}
+	s := &spool{dir: dir, segBytes: segBytes, log: log, unlock: unlock, durable: durable}
 	if err := s.recover(visit); err != nil {
 		_ = unlock()
 		return nil, err
@@ -130,6 +134,14 @@ func (s *spool) scan(seg *segment, visit func(record)) error {
 	off := 0
 	for off < len(data) {
 		r, n, err := decodeRecord(data[off:])
+		if errors.Is(err, errBadContent) {
+			// Written whole and fsynced, so not a torn tail: skip this one
+			// record, not the ones after it.
+			s.log.Error("agent: skipping an unreadable spool record",
+				"segment", filepath.Base(seg.path), "offset", off, "bytes", n)
+			off += n
+			continue
+		}
 		if err != nil {
 			// Only the record being written when the process died can be
 			// torn, and its Report never returned; anything else here is

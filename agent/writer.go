@@ -107,6 +107,9 @@ func (s *spool) writeGroup(group []*appendReq) error {
 	seg.size = s.written
 	seg.last = s.nextSeq - 1
 	s.mu.Unlock()
+	// Counted once readable (a kick then finds them all), whether or not
+	// their callers still wait.
+	s.durable(len(group))
 	if s.written >= s.segBytes {
 		s.sealActive()
 	}
