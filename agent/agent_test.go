@@ -142,14 +142,9 @@ func TestRejectedBatchGoesToDeadLetterFile(t *testing.T) {
 			reportAll(t, a, rs)
 			closeAgent(t, a)
 
-			// A 400 is split until each rejected receipt stands alone (2n-1
-			// requests for n receipts all refused); other 4xx are not split.
-			wantReq, wantLines := 1, 1
-			if tc.status == 400 {
-				wantReq, wantLines = 2*len(rs)-1, len(rs)
-			}
-			if c := g.counts(); c.requests != wantReq {
-				t.Errorf("gateway got %d requests, want %d: a rejected batch is not retried", c.requests, wantReq)
+			// Both refusals concern the whole batch (no receipt named).
+			if c := g.counts(); c.requests != 1 {
+				t.Errorf("gateway got %d requests, want 1: a rejected batch is not retried", c.requests)
 			}
 			if st := a.Stats(); st.DeadLettered != 5 || st.Retries != 0 || st.Acked != 0 {
 				t.Errorf("Stats = %+v, want 5 dead-lettered, no retries", st)
@@ -162,8 +157,8 @@ func TestRejectedBatchGoesToDeadLetterFile(t *testing.T) {
 				}
 				dead = append(dead, d.Receipts...)
 			}
-			if len(dls) != wantLines || len(dead) != 5 {
-				t.Fatalf("dead letters = %+v, want %d lines holding 5 receipts", dls, wantLines)
+			if len(dls) != 1 || len(dead) != 5 {
+				t.Fatalf("dead letters = %+v, want one line holding 5 receipts", dls)
 			}
 			for i, r := range dead {
 				if r.MessageID != rs[i].MessageID || r.Type != string(rs[i].Type) {

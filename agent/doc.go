@@ -20,10 +20,11 @@
 // A batch the gateway rejects for good (a 4xx other than 408 and 429: bad
 // input, unknown account, wrong key) is not retried: it is written to the
 // dead-letter file, logged and dropped from the spool, so one bad batch
-// never blocks the ones behind it. A 400 for several receipts is first
-// narrowed down: the batch is split in halves and each half sent, until
-// the rejected receipts stand alone, so good receipts are not dropped
-// with a bad one. Report validates receipts the way the gateway does, so
+// never blocks the ones behind it. A 400 that names one receipt of the
+// batch ("receipts[3]: …") dead-letters that receipt alone: the receipts
+// before it are sent on their own and the rest again, so good receipts
+// are not dropped with a bad one. Report validates receipts the way the
+// gateway does, so
 // in practice only configuration errors end there. A dead-lettered
 // receipt reported again is sent again, not dropped as a repeat.
 //

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -144,7 +145,7 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		want, fixed := map[wamux.ReceiptType]int{wamux.ReceiptSent: 1, wamux.ReceiptDelivered: 2, wamux.ReceiptRead: 3}[typ]
 		badVersion := in.Version != nil && (*in.Version < 0 || (fixed && *in.Version != 0 && *in.Version != want))
 		if err != nil || in.MessageID == "" || in.EventTime <= 0 || badVersion || (g.poisonID != "" && in.MessageID == g.poisonID) {
-			gwError(w, http.StatusBadRequest, wamux.EInvalid, "bad receipt")
+			gwError(w, http.StatusBadRequest, wamux.EInvalid, fmt.Sprintf("receipts[%d]: bad receipt", i))
 			return
 		}
 		rs[i] = wamux.Receipt{MessageID: in.MessageID, AccountID: req.AccountID, Type: typ,

@@ -131,8 +131,9 @@ func TestPoisonReceiptDoesNotDeadLetterGoodOnes(t *testing.T) {
 	}
 }
 
-// A 400 caused by one receipt (here: the gateway refuses one id) must
-// dead-letter that receipt alone, not the whole batch.
+// A 400 that names one receipt (here: the gateway refuses two ids) must
+// dead-letter those receipts alone, not the whole batch, and cost a few
+// requests per refused receipt, not one per receipt.
 func TestOneRejectedReceiptDeadLettersOnlyItself(t *testing.T) {
 	t.Parallel()
 	g := newGateway(t)
@@ -140,14 +141,34 @@ func TestOneRejectedReceiptDeadLettersOnlyItself(t *testing.T) {
 	dir := t.TempDir()
 	a := newTestAgent(t, g, dir, func(c *Config) { c.FlushInterval = time.Hour })
 	rs := testReceipts("one-bad", 20)
+	refused := []Receipt{{MessageID: "wamid.refused", Type: wamux.ReceiptRead, EventTime: time.UnixMilli(1_764_000_000_000)},
+		{MessageID: "wamid.refused", Type: wamux.ReceiptSent, EventTime: time.UnixMilli(1_764_000_000_000)}}
 	reportAll(t, a, rs[:10])
-	reportAll(t, a, []Receipt{{MessageID: "wamid.refused", Type: wamux.ReceiptRead, EventTime: time.UnixMilli(1_764_000_000_000)}})
-	reportAll(t, a, rs[10:])
+	reportAll(t, a, refused[:1])
+	reportAll(t, a, rs[10:15])
+	reportAll(t, a, refused[1:])
+	reportAll(t, a, rs[15:])
 	closeAgent(t, a)
-	if st := a.Stats(); st.DeadLettered != 1 || st.Acked != 20 {
-		t.Errorf("Stats = %+v, want 1 dead-lettered and 20 acked", st)
+	if st := a.Stats(); st.DeadLettered != 2 || st.Acked != 20 {
+		t.Errorf("Stats = %+v, want 2 dead-lettered and 20 acked", st)
 	}
 	g.wantStored(t, rs)
+	// The batch, then per refused receipt: the ones before it, it, the rest.
+	if c := g.counts(); c.requests > 7 {
+		t.Errorf("%d requests for a batch of 22 with 2 refused, want at most 7", c.requests)
+	}
+	dead := 0
+	for _, d := range readDeadLetters(t, dir) {
+		for _, r := range d.Receipts {
+			if r.MessageID != "wamid.refused" {
+				t.Errorf("dead-lettered %s, a good receipt", r.MessageID)
+			}
+			dead++
+		}
+	}
+	if dead != 2 {
+		t.Errorf("%d receipts dead-lettered, want the 2 refused", dead)
+	}
 }
 
 // A dead-lettered receipt was never delivered, so the same receipt
@@ -305,4 +326,24 @@ func seqs(rs []record) []uint64 {
 		out[i] = r.Seq
 	}
 	return out
+}
+
+// The real gateway names the receipt it refuses in the form
+// rejectedReceipt reads, whether its handler refused it or the pipeline
+// did: the narrowing of a rejected batch depends on it.
+func TestRealGatewayNamesTheRefusedReceipt(t *testing.T) {
+	t.Parallel()
+	g := newRealGateway(t)
+	a := newAgentAt(t, g.url, t.TempDir())
+	for name, spoil := range map[string]func(*record){
+		"handler (blank id is trimmed to nothing)": func(r *record) { r.MessageID = "   " },
+		"pipeline (event time under a second)":     func(r *record) { r.EventTime = 500 },
+	} {
+		recs := spoolRecords(4)
+		spoil(&recs[2])
+		at := a.post(context.Background(), recs)
+		if i, ok := rejectedReceipt(at, len(recs)); !ok || i != 2 {
+			t.Errorf("%s: status %d, message %q: rejectedReceipt = %d, %v; want 2", name, at.status, at.message, i, ok)
+		}
+	}
 }

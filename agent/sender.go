@@ -1,10 +1,13 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"regexp"
+	"strconv"
 	"time"
 
 	"github.com/wamux/wamux"
@@ -83,11 +86,16 @@ func (a *Agent) deliver(ctx context.Context, recs []record) bool {
 			a.markAcked(log, recs)
 			return true
 		case verdictReject:
-			if at.status == http.StatusBadRequest && len(recs) > 1 {
-				// One bad receipt must not take the good ones with it:
-				// halve until the rejected ones stand alone.
-				h := len(recs) / 2
-				return a.deliver(ctx, recs[:h]) && a.deliver(ctx, recs[h:])
+			if i, ok := rejectedReceipt(at, len(recs)); ok && len(recs) > 1 {
+				// One bad receipt must not take the good ones with it: the
+				// gateway checks a batch in order and names the first
+				// receipt it refuses, so the ones before it go on their
+				// own, it alone is dead-lettered, and the rest is sent
+				// again (and narrowed again if it holds another).
+				if i > 0 && !a.deliver(ctx, recs[:i]) {
+					return false
+				}
+				return a.deliver(ctx, recs[i:i+1]) && a.deliver(ctx, recs[i+1:])
 			}
 			log.Error("agent: gateway rejected a batch; writing it to the dead-letter file",
 				"status", at.status, "code", at.code, "message", at.message, "err", at.err)
@@ -136,3 +144,24 @@ func (a *Agent) markAcked(log *slog.Logger, recs []record) {
 		log.Error("agent: record ack in spool", "err", err)
 	}
 }
+
+// rejectedReceipt reads which receipt of an n-receipt batch a 400 refused,
+// from the gateway's message ("receipts[3]: …" when the handler refused
+// it, "… receipt 3: …" when the pipeline did). A 400 that names none (an
+// unknown account, a bad body) concerns the whole batch.
+func rejectedReceipt(at attempt, n int) (int, bool) {
+	if at.status != http.StatusBadRequest {
+		return 0, false
+	}
+	m := rejectedIndexRE.FindStringSubmatch(at.message)
+	if m == nil {
+		return 0, false
+	}
+	i, err := strconv.Atoi(cmp.Or(m[1], m[2]))
+	if err != nil || i < 0 || i >= n {
+		return 0, false
+	}
+	return i, true
+}
+
+var rejectedIndexRE = regexp.MustCompile(`^receipts\[(\d+)\]: |\breceipt (\d+): `)
