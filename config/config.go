@@ -55,7 +55,9 @@ type Config struct {
 	Redis string `yaml:"redis"`
 	// APIKeys authenticate /v1 (Authorization: Bearer <key>).
 	APIKeys []string `yaml:"api_keys"`
-	// AppSecret verifies X-Hub-Signature-256 on /webhook.
+	// AppSecret verifies X-Hub-Signature-256 on /webhook: a Meta app
+	// secret, or several separated by commas (one per app whose webhooks
+	// come here, or the old and the new one during a rotation).
 	AppSecret string `yaml:"app_secret"`
 	// VerifyToken answers Meta's webhook verification handshake.
 	VerifyToken string `yaml:"verify_token"`

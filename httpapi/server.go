@@ -57,8 +57,11 @@ type Config struct {
 	// Receipts is the receipt pipeline behind /webhook and
 	// /v1/receipts:batch; without it those are not served (issue 5).
 	Receipts Receipts
-	// AppSecret verifies webhook signatures; VerifyToken answers Meta's
-	// subscription handshake. Neither is ever logged or returned.
+	// AppSecret verifies webhook signatures: one Meta app secret, or
+	// several separated by commas (webhooks of several apps, or the old and
+	// the new secret during a rotation; a body signed under any of them
+	// verifies). VerifyToken answers Meta's subscription handshake.
+	// Neither is ever logged or returned.
 	AppSecret   string
 	VerifyToken string
 }
@@ -78,7 +81,7 @@ type Server struct {
 
 	// receipt endpoints (webhook.go, receipts.go)
 	receipts    Receipts
-	appSecret   string
+	appSecrets  []string
 	verifyToken string
 	phones      *phoneCache
 }

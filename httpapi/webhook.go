@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,7 +31,11 @@ type Receipts interface {
 // initReceipts takes the part of Config the receipt endpoints read.
 func (s *Server) initReceipts(cfg Config) {
 	s.receipts = cfg.Receipts
-	s.appSecret = cfg.AppSecret
+	for _, secret := range strings.Split(cfg.AppSecret, ",") {
+		if secret = strings.TrimSpace(secret); secret != "" {
+			s.appSecrets = append(s.appSecrets, secret)
+		}
+	}
 	s.verifyToken = cfg.VerifyToken
 	s.phones = &phoneCache{ttl: phoneCacheTTL, m: map[string]phoneEntry{}}
 }
@@ -89,8 +94,8 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, wamux.Errorf(wamux.EInvalid, "webhook body could not be read"))
 		return
 	}
-	if !cloudapi.VerifySignature(r.Header.Get(cloudapi.SignatureHeader), body, s.appSecret) {
-		if s.appSecret == "" {
+	if !cloudapi.VerifySignatureAny(r.Header.Get(cloudapi.SignatureHeader), body, s.appSecrets) {
+		if len(s.appSecrets) == 0 {
 			s.logger(r).Warn("webhook refused: no app secret is configured (WAMUX_APP_SECRET)")
 		}
 		writeError(w, r, wamux.Errorf(wamux.EUnauthorized, "missing or invalid %s", cloudapi.SignatureHeader))

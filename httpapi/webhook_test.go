@@ -23,9 +23,11 @@ import (
 )
 
 const (
-	appSecret   = "webhook-app-secret-0123456789"
-	verifyToken = "verify-token-abc"
-	phoneID     = "106540352242922"
+	appSecret = "webhook-app-secret-0123456789"
+	// secondSecret is another Meta app's (or the next one in a rotation).
+	secondSecret = "second-app-secret-9876543210"
+	verifyToken  = "verify-token-abc"
+	phoneID      = "106540352242922"
 )
 
 // receiptBundle is a server with the real receipt pipeline on a real
@@ -59,7 +61,7 @@ func newReceiptBundle(t *testing.T) *receiptBundle {
 	api, err := httpapi.New(httpapi.Config{
 		Store: st, Registry: reg, APIKeys: []string{testKey},
 		Logger:   slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Receipts: pipe, AppSecret: appSecret, VerifyToken: verifyToken,
+		Receipts: pipe, AppSecret: appSecret + ", " + secondSecret, VerifyToken: verifyToken,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -125,6 +127,20 @@ func envelope(phone string, sts ...status) []byte {
 	return []byte(fmt.Sprintf(`{"object":"whatsapp_business_account","entry":[{"id":"102290129340398","changes":[{"value":{
 		"messaging_product":"whatsapp","metadata":{"display_phone_number":"15550783881","phone_number_id":%q},
 		"statuses":[%s]},"field":"messages"}]}]}`, phone, strings.Join(parts, ",")))
+}
+
+// With several app secrets configured, a body signed under any of them
+// is taken, and one signed under another secret is not.
+func TestWebhookTakesEveryConfiguredSecret(t *testing.T) {
+	b := newReceiptBundle(t)
+	body := envelope(phoneID, status{ID: "wamid.S2", Status: "sent", Timestamp: "1750030073"})
+	if r := b.webhook(t, body, cloudapi.Sign(body, "not-configured")); r.status != http.StatusUnauthorized {
+		t.Fatalf("signed under an unknown secret: %d %s, want 401", r.status, r.body)
+	}
+	b.nothingStored(t, "a body signed under an unknown secret")
+	if r := b.webhook(t, body, cloudapi.Sign(body, secondSecret)); r.status != http.StatusOK {
+		t.Fatalf("signed under the second secret: %d %s, want 200", r.status, r.body)
+	}
 }
 
 func TestWebhookVerify(t *testing.T) {

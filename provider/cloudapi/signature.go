@@ -24,9 +24,14 @@ func Sign(body []byte, appSecret string) string {
 // body under appSecret. It compares in constant time, and an empty secret
 // verifies nothing, so a missing configuration fails closed.
 func VerifySignature(header string, body []byte, appSecret string) bool {
-	if appSecret == "" {
-		return false
-	}
+	return VerifySignatureAny(header, body, []string{appSecret})
+}
+
+// VerifySignatureAny is VerifySignature for a gateway that takes webhooks
+// of several Meta apps, each signing with its own app secret (or of one
+// app during a secret rotation): the body verifies if it is signed under
+// any of the secrets. Empty secrets verify nothing.
+func VerifySignatureAny(header string, body []byte, appSecrets []string) bool {
 	hexSig, ok := strings.CutPrefix(strings.TrimSpace(header), signaturePrefix)
 	if !ok || len(hexSig) != 2*sha256.Size {
 		return false
@@ -35,7 +40,15 @@ func VerifySignature(header string, body []byte, appSecret string) bool {
 	if err != nil {
 		return false
 	}
-	m := hmac.New(sha256.New, []byte(appSecret))
-	m.Write(body)
-	return hmac.Equal(got, m.Sum(nil))
+	for _, secret := range appSecrets {
+		if secret == "" {
+			continue
+		}
+		m := hmac.New(sha256.New, []byte(secret))
+		m.Write(body)
+		if hmac.Equal(got, m.Sum(nil)) {
+			return true
+		}
+	}
+	return false
 }

@@ -46,3 +46,26 @@ func TestVerifySignature(t *testing.T) {
 		}
 	}
 }
+
+// Several apps (or a rotation): a body signed under any of the secrets
+// verifies, under none it does not, and empty secrets verify nothing.
+func TestVerifySignatureAny(t *testing.T) {
+	body := []byte(`{"a":1}`)
+	for _, c := range []struct {
+		name    string
+		header  string
+		secrets []string
+		want    bool
+	}{
+		{"first of two", cloudapi.Sign(body, "old"), []string{"old", "new"}, true},
+		{"second of two", cloudapi.Sign(body, "new"), []string{"old", "new"}, true},
+		{"neither", cloudapi.Sign(body, "other"), []string{"old", "new"}, false},
+		{"no secrets", cloudapi.Sign(body, ""), nil, false},
+		{"only empty secrets", cloudapi.Sign(body, ""), []string{"", ""}, false},
+		{"bad header", "sha256=zz", []string{"old"}, false},
+	} {
+		if got := cloudapi.VerifySignatureAny(c.header, body, c.secrets); got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
+		}
+	}
+}
