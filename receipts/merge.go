@@ -74,13 +74,20 @@ const LateReason = "out of order after the late window"
 // the window. A receipt that is greater than the state but whose event_time
 // is before the state's (so it was overtaken by a later event) is Late when
 //
-//	now.Sub(cur.UpdatedAt) > lateWindow
+//	r.ReceivedAt.Sub(cur.UpdatedAt) > lateWindow
 //
-// i.e. when the state has stood unchallenged for longer than the window.
-// The state has been published by then, and flipping it on an old event
+// i.e. when the state had stood unchallenged for longer than the window
+// by the time r arrived (ReceivedAt; now when it is unset or after now).
+// The state had been published by then, and flipping it on an old event
 // (a failed turned delivered an hour later, say) is what the audit table is
-// for. Only a stronger type can be both greater and earlier, so Late is
-// always a change of type. An Apply sets UpdatedAt to now.
+// for. A receipt that waited in the log (apply_state off, a backlog, a
+// restart) is judged by its arrival, not by when it is merged. Only a
+// stronger type can be both greater and earlier, so Late is always a
+// change of type. An Apply sets UpdatedAt to now.
+//
+// In the pipeline a receipt of the state's own type is a repeat of the
+// receipt that made the state (L3 keeps the first of a key), so it is
+// Ignore there whatever its event time or code (Pipeline.merge).
 func Merge(cur *store.MessageState, r wamux.Receipt, now time.Time, lateWindow time.Duration) (next store.MessageState, d Decision) {
 	if cur != nil {
 		if cur.AccountID != r.AccountID || cur.MessageID != r.MessageID {
@@ -95,7 +102,16 @@ func Merge(cur *store.MessageState, r wamux.Receipt, now time.Time, lateWindow t
 	if cur != nil && compare(r.Type, r.EventTime, r.ErrorCode, cur.Type, cur.EventTime, cur.ErrorCode) <= 0 {
 		return next, Ignore
 	}
-	if cur != nil && r.EventTime.Before(cur.EventTime) && now.Sub(cur.UpdatedAt) > lateWindow {
+	// The window is measured up to when r arrived (ReceivedAt), not to
+	// when it is processed: a receipt that waited in the log (apply_state
+	// off, a backlog, a restart) arrived in time all the same. A state
+	// applied after r arrived (UpdatedAt > ReceivedAt) was not published
+	// when r came, so r is not late against it.
+	at := r.ReceivedAt
+	if at.IsZero() || at.After(now) {
+		at = now
+	}
+	if cur != nil && r.EventTime.Before(cur.EventTime) && at.Sub(cur.UpdatedAt) > lateWindow {
 		return next, Late
 	}
 	return store.MessageState{

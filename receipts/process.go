@@ -226,6 +226,12 @@ func (p *Pipeline) merge(ctx context.Context, batch []store.LoggedReceipt, idx [
 	// changed ones in the order they first changed.
 	entries := make([]resolution, len(skeys))
 	var order []int
+	// again lists messages whose stored state is already the receipt's
+	// (a batch merged before, whose resolution failed or never ran: a
+	// crash, a store failure past the retries): their outbound messages
+	// are resolved again, which is idempotent (forward-only updates).
+	var again []int
+	inAgain := make(map[int]bool)
 	for _, i := range idx {
 		r := batch[i].Receipt
 		k := store.StateKey{AccountID: r.AccountID, MessageID: r.MessageID}
@@ -235,6 +241,12 @@ func (p *Pipeline) merge(ctx context.Context, batch []store.LoggedReceipt, idx [
 			c = &s
 		}
 		next, d := Merge(c, r, now, lateWindow)
+		if d == Apply && c != nil && c.Type == r.Type {
+			// The state's type came from a stored receipt of the same
+			// key (message, account, type): r repeats it (L3 keeps the
+			// first), whatever its event time or error code says.
+			d, next = Ignore, *c
+		}
 		decisions[i] = d
 		if d == Apply {
 			cur[k] = next
@@ -242,6 +254,9 @@ func (p *Pipeline) merge(ctx context.Context, batch []store.LoggedReceipt, idx [
 				order = append(order, j)
 			}
 			entries[j].state, entries[j].receipt = next, r
+		} else if d == Ignore && c != nil && c.Type == r.Type && entries[j].state.MessageID == "" && !inAgain[j] {
+			inAgain[j] = true
+			again = append(again, j)
 		}
 		if r.CallbackData != "" && entries[j].callback == "" {
 			entries[j].callback = r.CallbackData
@@ -258,18 +273,29 @@ func (p *Pipeline) merge(ctx context.Context, batch []store.LoggedReceipt, idx [
 			return err
 		})
 	}
-	if len(order) == 0 {
-		if both == nil {
-			return nil, nil
-		}
-		err := write(nil)
-		return fresh, err
-	}
 	states := make([]store.MessageState, 0, len(order))
-	resolve := make([]*resolution, 0, len(order))
+	resolve := make([]*resolution, 0, len(order)+len(again))
 	for _, j := range order {
 		states = append(states, entries[j].state)
 		resolve = append(resolve, &entries[j])
+	}
+	for _, j := range again {
+		if entries[j].state.MessageID != "" {
+			continue // changed later in the batch: resolved with order
+		}
+		c := cur[skeys[j]]
+		entries[j].state = c
+		for _, i := range idx {
+			if r := batch[i].Receipt; r.AccountID == c.AccountID && r.MessageID == c.MessageID && r.Type == c.Type &&
+				r.EventTime.Equal(c.EventTime) && r.ErrorCode == c.ErrorCode {
+				entries[j].receipt = r
+				break
+			}
+		}
+		resolve = append(resolve, &entries[j])
+	}
+	if len(states) == 0 && both == nil {
+		return nil, p.resolve(ctx, resolve)
 	}
 	if err := write(states); err != nil {
 		return nil, fmt.Errorf("receipts: merge: %w", err)
