@@ -226,10 +226,13 @@ func (p *Pipeline) merge(ctx context.Context, batch []store.LoggedReceipt, idx [
 	// changed ones in the order they first changed.
 	entries := make([]resolution, len(skeys))
 	var order []int
-	// again lists messages whose stored state is already the receipt's
-	// (a batch merged before, whose resolution failed or never ran: a
-	// crash, a store failure past the retries): their outbound messages
-	// are resolved again, which is idempotent (forward-only updates).
+	// again lists messages whose state a receipt leaves as it is but whose
+	// outbound message it may still have to resolve: a repeat of the
+	// state's own receipt (a batch merged before, whose resolution failed
+	// or never ran: a crash, a store failure past the retries), or a
+	// receipt naming our msg_id in its callback data (the state may have
+	// come from an agent's receipt, which carries none). Resolving again is
+	// idempotent (forward-only updates).
 	var again []int
 	inAgain := make(map[int]bool)
 	for _, i := range idx {
@@ -254,7 +257,11 @@ func (p *Pipeline) merge(ctx context.Context, batch []store.LoggedReceipt, idx [
 				order = append(order, j)
 			}
 			entries[j].state, entries[j].receipt = next, r
-		} else if d == Ignore && c != nil && c.Type == r.Type && entries[j].state.MessageID == "" && !inAgain[j] {
+		} else if d != Apply && c != nil && (c.Type == r.Type || r.CallbackData != "") && entries[j].state.MessageID == "" && !inAgain[j] {
+			// A repeat, or a receipt that does not change the state but
+			// names our msg_id (a weaker or late status after an agent's
+			// receipt without callback data): resolve the message with the
+			// state as it is, so an unknown send learns it was accepted.
 			inAgain[j] = true
 			again = append(again, j)
 		}

@@ -92,6 +92,19 @@ func ForwardFrom(target wamux.Status) []wamux.Status {
 	return nil
 }
 
+// adoptable lists the statuses of a message without a wamid that a status
+// naming it in its callback data resolves: a send still unanswered or
+// ambiguous, and, for delivered or read (proof of arrival, which beats
+// failed), a message given up as failed without a wamid (compensation or
+// retries exhausted, although an earlier attempt had been accepted).
+func adoptable(target wamux.Status) []wamux.Status {
+	pending := []wamux.Status{wamux.StatusSending, wamux.StatusUnknown}
+	if target == wamux.StatusDelivered || target == wamux.StatusRead {
+		return append(pending, wamux.StatusFailed)
+	}
+	return pending
+}
+
 // resolution is one provider message whose merged state a batch changed.
 type resolution struct {
 	state   store.MessageState
@@ -106,10 +119,12 @@ type resolution struct {
 const resolveConcurrency = 16
 
 // resolve moves the outbound messages behind changed states forward. A
-// message is found by wamid or, when its wamid is not known yet, by the
-// callback data naming a message still sending or unknown (it adopts the
-// wamid: this is how an ambiguous send learns it was accepted and is not
-// resent). A state with no message yet is left in the store for the
+// message is found by wamid (of the state's account only) or, when its
+// wamid is not known yet, by the callback data naming a message without a
+// wamid that is still sending or unknown, or failed when the status is
+// delivered or read (it adopts the wamid: this is how an ambiguous send
+// learns it was accepted and is not resent, and how a send given up on
+// learns it arrived). A state with no message yet is left in the store for the
 // dispatcher to read when it records the wamid.
 func (p *Pipeline) resolve(ctx context.Context, rs []*resolution) error {
 	if len(rs) == 0 {
@@ -147,10 +162,16 @@ func (p *Pipeline) resolve(ctx context.Context, rs []*resolution) error {
 			continue
 		}
 		m, ok := byWAMID[r.state.MessageID]
+		if ok && m.AccountID != r.state.AccountID {
+			// A wamid names a message of one account: another account's
+			// receipt for it must not move it (the dispatcher reads states
+			// by account too).
+			ok = false
+		}
 		adopt := false
 		if !ok && r.callback != "" {
 			if c, found := byID[r.callback]; found && c.WAMID == "" && c.AccountID == r.state.AccountID &&
-				(c.Status == wamux.StatusUnknown || c.Status == wamux.StatusSending) {
+				slices.Contains(adoptable(target), c.Status) {
 				m, ok, adopt = c, true, true
 			}
 		}
@@ -159,6 +180,12 @@ func (p *Pipeline) resolve(ctx context.Context, rs []*resolution) error {
 			continue
 		}
 		from := ForwardFrom(target)
+		if adopt {
+			// Adopt only from what was seen: a message without a wamid.
+			// If the send's response recorded one meanwhile (accepted), it
+			// is kept, and that side applies the stored state itself.
+			from = adoptable(target)
+		}
 		if !slices.Contains(from, m.Status) {
 			p.m.resolved.WithLabelValues("stale").Inc()
 			continue

@@ -1,0 +1,81 @@
+package outbound_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/outbound"
+	"github.com/wamux/wamux/receipts"
+	"github.com/wamux/wamux/sim"
+)
+
+// End to end with the real dispatcher, receipt pipeline and simulator: the
+// first send times out (the simulator accepted it as wA). The account's
+// agent reports wA delivered (agents carry no callback data), then Meta's
+// webhook reports wA sent with biz_opaque_callback_data = msg_id, all
+// within the quiet period. The status proves the send was accepted, so the
+// compensator must not resend it: one call to the provider, no duplicate.
+func TestUnknownResolvedByWeakerCallbackStatus(t *testing.T) {
+	sp := newSwitching(t)
+	e := newEnv(t, envOpts{
+		simCfg: sim.Config{Faults: sim.Faults{SlowAccept: 1, SlowDelay: 600 * time.Millisecond}},
+		// Long enough for both receipts to be merged under -race on a
+		// loaded machine before the compensator decides.
+		settings: map[string]string{"quiet_period": "5s"},
+		provider: func(outbound.Provider) outbound.Provider { return sp },
+	})
+	p, err := receipts.New(receipts.Config{Store: e.store, Registry: prometheus.NewRegistry(), Logger: quietLog(),
+		BatchWait: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Stop(context.Background()) })
+	e.d.SetReceiptProgress(p)
+	e.addAccount("acc", "3901", 100, 10, sim.Limits{Rate: 1000})
+	m := textMsg(t, outbound.Request{AccountID: "acc", To: "15552229999"})
+	e.submit(m)
+	waitFor(t, "message unknown", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusUnknown })
+	e.waitAccepted(1, 10*time.Second)
+	wamid := e.sim.Messages("3901", "")[0].WAMID
+	now := time.Now()
+	if _, err := p.Ingest(context.Background(), "agent", []wamux.Receipt{{AccountID: "acc", MessageID: wamid,
+		Type: wamux.ReceiptDelivered, EventTime: now}}); err != nil {
+		t.Fatal(err)
+	}
+	// The agent's receipt is processed first (unmatched: no message has wA yet).
+	fctx, fcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer fcancel()
+	if err := p.Flush(fctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Ingest(context.Background(), "webhook", []wamux.Receipt{{AccountID: "acc", MessageID: wamid,
+		Type: wamux.ReceiptSent, EventTime: now.Add(-time.Second), CallbackData: m.ID}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "compensation decided", 20*time.Second, func() bool {
+		return metric(t, e, "wamux_resends_total", map[string]string{"outcome": "resolved"})+
+			metric(t, e, "wamux_resends_total", map[string]string{"outcome": "resent"}) >= 1
+	})
+	if resent := metric(t, e, "wamux_resends_total", map[string]string{"outcome": "resent"}); resent != 0 {
+		t.Fatalf("resent %v times although a status naming it arrived within the quiet period", resent)
+	}
+	if got := sp.calls.Load(); got != 1 || e.sim.Stats().Totals.Duplicates != 0 {
+		t.Fatalf("resent although a status naming it arrived within the quiet period: provider called %d times, duplicates %d, status %s",
+			got, e.sim.Stats().Totals.Duplicates, e.status(m.ID))
+	}
+	if st := e.status(m.ID); st != wamux.StatusDelivered {
+		t.Fatalf("status %s, want delivered", st)
+	}
+}
