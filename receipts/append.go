@@ -3,7 +3,6 @@ package receipts
 import (
 	"context"
 	"errors"
-	"math"
 	"time"
 
 	"github.com/wamux/wamux"
@@ -180,10 +179,6 @@ func (p *Pipeline) appendBatch(batch []*appendReq) {
 	}
 	// Durable from here on: remember the keys (L1), hand the receipts to
 	// their partitions, then answer.
-	if len(ids) > 0 {
-		// New entries come after everything an earlier run left.
-		p.backlogUpTo.CompareAndSwap(math.MaxInt64, ids[0]-1)
-	}
 	p.c.appended.Add(int64(len(all)))
 	for _, r := range all {
 		p.lru.Add(r.AccountID, ReceiptID{MessageID: r.MessageID, Type: r.Type})

@@ -35,6 +35,14 @@ func Normalize(r *wamux.Receipt) error {
 	case len(r.CallbackData) > maxCallbackChars && utf8.RuneCountInString(r.CallbackData) > maxCallbackChars:
 		return wamux.Errorf(wamux.EInvalid, "callback data is longer than %d characters", maxCallbackChars)
 	}
+	for _, f := range []struct{ name, v string }{{"message_id", r.MessageID}, {"account_id", r.AccountID},
+		{"callback data", r.CallbackData}, {"recipient", r.Recipient}, {"error title", r.ErrorTitle}} {
+		// PostgreSQL's text holds neither; the store would refuse the
+		// receipt after it was accepted.
+		if strings.IndexByte(f.v, 0) >= 0 || !utf8.ValidString(f.v) {
+			return wamux.Errorf(wamux.EInvalid, "%s holds a NUL byte or invalid UTF-8", f.name)
+		}
+	}
 	if _, err := wamux.ParseReceiptType(string(r.Type)); err != nil {
 		return err
 	}

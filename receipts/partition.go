@@ -269,6 +269,10 @@ func (p *Pipeline) reload(pt *partition, from int64) {
 		}{{first, false}, {again, true}} {
 			for start := 0; start < len(g.ls); start += p.cfg.BatchMax {
 				if !p.processOrSpill(pt, g.ls[start:min(start+p.cfg.BatchMax, len(g.ls))], g.remerge) {
+					// The groups are not in id order: the other one may
+					// hold lower ids not processed yet. Read the page back
+					// from its start (what was acknowledged is skipped).
+					pt.spill(mine[0].ID)
 					return
 				}
 			}

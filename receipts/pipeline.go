@@ -2,6 +2,7 @@ package receipts
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -271,8 +272,16 @@ func (p *Pipeline) Start(ctx context.Context) error {
 	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	if p.paused.Load() {
-		// Every id is backlog until the first append tells where it ends.
-		p.backlogUpTo.Store(math.MaxInt64)
+		// The backlog ends at the last id stored now: every later append
+		// gets a higher one. It must be known before the first append
+		// commits, as a partition may read that entry back before the
+		// append returns (SQLite answers it after the fsync).
+		end, err := p.logEnd(ctx)
+		if err != nil {
+			p.cancel()
+			return err
+		}
+		p.backlogUpTo.Store(end)
 		for _, pt := range p.parts {
 			pt.spill(0)
 		}
@@ -314,7 +323,15 @@ func (p *Pipeline) recover(ctx context.Context) error {
 		for start := 0; start < len(page); start += p.cfg.BatchMax {
 			batch := page[start:min(start+p.cfg.BatchMax, len(page))]
 			if err := p.process(ctx, -1, batch, true); err != nil {
-				return fmt.Errorf("receipts: recover the receipt log: %w", err)
+				if transient(err) {
+					return fmt.Errorf("receipts: recover the receipt log: %w", err)
+				}
+				// A receipt the store refuses: dead-letter it, as the
+				// partitions do, instead of failing every Start.
+				if err := p.recoverPoison(ctx, batch); err != nil {
+					return fmt.Errorf("receipts: recover the receipt log: %w", err)
+				}
+				continue
 			}
 			if _, err := p.ack(ctx, batch); err != nil {
 				return fmt.Errorf("receipts: recover the receipt log: %w", err)
@@ -326,6 +343,50 @@ func (p *Pipeline) recover(ctx context.Context) error {
 		p.log.Info("receipts: processed receipts left in the log by the last run", "count", total)
 	}
 	return nil
+}
+
+// recoverPoison processes a recovered batch the store refused as invalid
+// one receipt at a time, dead-lettering (then acknowledging) each one it
+// still refuses.
+func (p *Pipeline) recoverPoison(ctx context.Context, batch []store.LoggedReceipt) error {
+	for i := range batch {
+		one := batch[i : i+1]
+		if err := p.process(ctx, -1, one, true); err != nil {
+			if transient(err) {
+				return err
+			}
+			payload, _ := json.Marshal(one[0].Receipt)
+			dl := store.DeadLetter{Source: one[0].Source, AccountID: one[0].AccountID,
+				Reason: "unprocessable receipt: " + wamux.ErrorMessage(err), Payload: payload}
+			if err := p.deadLetter(ctx, "unprocessable", []store.DeadLetter{dl}); err != nil {
+				return err
+			}
+		}
+		if _, err := p.ack(ctx, one); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// logEnd returns the highest id the log holds (0 when empty).
+func (p *Pipeline) logEnd(ctx context.Context) (int64, error) {
+	var after int64
+	for {
+		var page []store.LoggedReceipt
+		err := p.retry(ctx, "read receipt log", func(ctx context.Context) error {
+			var err error
+			page, err = p.st.ListReceiptLog(ctx, after, p.cfg.ReloadPage)
+			return err
+		})
+		if err != nil {
+			return 0, fmt.Errorf("receipts: read the receipt log: %w", err)
+		}
+		if len(page) == 0 {
+			return after, nil
+		}
+		after = page[len(page)-1].ID
+	}
 }
 
 // Stop stops intake and lets the partitions work off their queues until

@@ -47,7 +47,23 @@ func wrapErr(err error) error {
 	if isConnFailure(err) {
 		return &unavailableError{cause: err}
 	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22") {
+		// A data exception (a NUL byte or invalid UTF-8 in text, a value
+		// out of range): the input is at fault, and retrying cannot help.
+		return &invalidError{cause: err}
+	}
 	return err
+}
+
+// invalidError marks a failure caused by the data written; it unwraps to
+// a domain error with code EInvalid and to the cause.
+type invalidError struct{ cause error }
+
+func (e *invalidError) Error() string { return "invalid data: " + e.cause.Error() }
+
+func (e *invalidError) Unwrap() []error {
+	return []error{wamux.Errorf(wamux.EInvalid, "the store refused the data as invalid"), e.cause}
 }
 
 func isDomain(err error) bool {

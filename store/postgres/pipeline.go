@@ -49,6 +49,13 @@ func (s *Store) ListReceiptLog(ctx context.Context, afterID int64, limit int) ([
 			return nil, wrapErr(err)
 		}
 		return pgx.CollectRows(rows, pgx.RowToStructByPos[receiptlog.Stored])
+	}, func(e receiptlog.Stored, err error) error {
+		// Kept in the dead letters with its bytes and the reason.
+		if err := s.AddDeadLetters(ctx, []store.DeadLetter{receiptlog.BadEntry(e, err)}); err != nil {
+			return err
+		}
+		_, err = s.pool.Exec(ctx, `DELETE FROM receipt_log_entries WHERE id = $1`, e.ID)
+		return wrapErr(err)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list receipt log: %w", wrapErr(err))

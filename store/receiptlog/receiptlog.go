@@ -19,6 +19,7 @@
 package receiptlog
 
 import (
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -250,7 +251,11 @@ type Stored struct {
 // List returns up to limit receipts with log ids above afterID that are
 // not acknowledged, in id order. page reads stored entries with ids of at
 // least from, in id order, a page at a time (none when there are no more).
-func (a *Acks) List(afterID int64, limit int, page func(from int64) ([]Stored, error)) ([]store.LoggedReceipt, error) {
+// An entry that does not decode is handed to bad, which must take it out
+// of the log (dead-letter and delete it), and skipped: left in place it
+// would fail every read that reaches it, and with it the pipeline's
+// recovery and read-back, for good. Without bad, List fails on it.
+func (a *Acks) List(afterID int64, limit int, page func(from int64) ([]Stored, error), bad func(e Stored, err error) error) ([]store.LoggedReceipt, error) {
 	from, _ := Split(max(afterID, 0))
 	var out []store.LoggedReceipt
 	for len(out) < limit {
@@ -264,7 +269,15 @@ func (a *Acks) List(afterID int64, limit int, page func(from int64) ([]Stored, e
 		for _, e := range entries {
 			rs, err := Decode(e.Data)
 			if err != nil {
-				return nil, fmt.Errorf("receipt log entry %d: %w", e.ID, err)
+				err = fmt.Errorf("receipt log entry %d: %w", e.ID, err)
+				if bad == nil {
+					return nil, err
+				}
+				if err := bad(e, err); err != nil {
+					return nil, err
+				}
+				a.Deleted([]int64{e.ID}, nil)
+				continue
 			}
 			for i := range rs {
 				if id := ID(e.ID, i); id > afterID && len(out) < limit && !a.Acked(id) {
@@ -275,6 +288,15 @@ func (a *Acks) List(afterID int64, limit int, page func(from int64) ([]Stored, e
 		from = entries[len(entries)-1].ID + 1
 	}
 	return out, nil
+}
+
+// BadEntry is the dead letter that keeps an entry List could not decode.
+func BadEntry(e Stored, err error) store.DeadLetter {
+	payload, _ := json.Marshal(struct {
+		Entry int64  `json:"entry"`
+		Data  []byte `json:"data"`
+	}{e.ID, e.Data})
+	return store.DeadLetter{Source: "receipt_log", Reason: "undecodable receipt log entry: " + err.Error(), Payload: payload}
 }
 
 // PageSize is how many entries a page of List should hold.

@@ -54,6 +54,15 @@ func (s *Store) ListReceiptLog(ctx context.Context, afterID int64, limit int) ([
 			page = append(page, e)
 		}
 		return page, wrapErr(rows.Err())
+	}, func(e receiptlog.Stored, err error) error {
+		s.opts.Logger.Error("sqlite: receipt log entry does not decode; dead-lettered", "entry", e.ID, "err", err)
+		if err := s.AddDeadLetters(ctx, []store.DeadLetter{receiptlog.BadEntry(e, err)}); err != nil {
+			return err
+		}
+		return s.writeOrdered(ctx, func(w *writeTx) error {
+			_, err := w.exec(`DELETE FROM receipt_log_entries WHERE id = ?`, e.ID)
+			return wrapErr(err)
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list receipt log: %w", err)
