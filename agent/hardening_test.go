@@ -273,6 +273,12 @@ func TestInvalidUTF8IDLosesNothingElse(t *testing.T) {
 	if err := a.Report(context.Background(), bad); wamux.ErrorCode(err) != wamux.EInvalid {
 		t.Fatalf("Report of an id of invalid UTF-8: %v, want invalid", err)
 	}
+	// The gateway refuses a NUL byte too (PostgreSQL text cannot hold it).
+	nul := bad
+	nul.MessageID = "wamid.a\x00b"
+	if err := a.Report(context.Background(), nul); wamux.ErrorCode(err) != wamux.EInvalid {
+		t.Fatalf("Report of an id with a NUL byte: %v, want invalid", err)
+	}
 	if err := a.ReportBatch(context.Background(), append([]Receipt{bad}, rs...)); wamux.ErrorCode(err) != wamux.EInvalid {
 		t.Fatalf("ReportBatch with an id of invalid UTF-8: %v, want invalid", err)
 	}

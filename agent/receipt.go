@@ -39,8 +39,8 @@ func (r Receipt) validate() error {
 	if strings.TrimSpace(r.MessageID) == "" || len(r.MessageID) > MaxMessageIDLen {
 		return wamux.Errorf(wamux.EInvalid, "agent: message_id must have 1 to %d bytes", MaxMessageIDLen)
 	}
-	if !utf8.ValidString(r.MessageID) {
-		return wamux.Errorf(wamux.EInvalid, "agent: message_id must be valid UTF-8")
+	if !utf8.ValidString(r.MessageID) || strings.IndexByte(r.MessageID, 0) >= 0 {
+		return wamux.Errorf(wamux.EInvalid, "agent: message_id must be valid UTF-8 without NUL bytes")
 	}
 	if _, err := wamux.ParseReceiptType(string(r.Type)); err != nil {
 		return err
