@@ -27,6 +27,10 @@ type agentReceipt struct {
 	Version *int `json:"version"`
 }
 
+// MaxBatchReceipts bounds one agent batch, as MaxBatchMessages does for
+// messages; the agent never sends more (agent.MaxBatchLimit).
+const MaxBatchReceipts = 1000
+
 var typeVersion = map[wamux.ReceiptType]int{wamux.ReceiptSent: 1, wamux.ReceiptDelivered: 2, wamux.ReceiptRead: 3}
 
 // handleReceiptsBatch takes receipts an account agent collected itself.
@@ -44,6 +48,10 @@ func (s *Server) handleReceiptsBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(req.Receipts) == 0 {
 		writeError(w, r, wamux.Errorf(wamux.EInvalid, "receipts must hold at least one receipt"))
+		return
+	}
+	if len(req.Receipts) > MaxBatchReceipts {
+		writeError(w, r, wamux.Errorf(wamux.EInvalid, "at most %d receipts per batch", MaxBatchReceipts))
 		return
 	}
 	rs := make([]wamux.Receipt, len(req.Receipts))

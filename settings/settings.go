@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,11 +98,16 @@ func boolField(p func(*Values) *bool) field {
 	return field{
 		get: func(v *Values) string { return strconv.FormatBool(*p(v)) },
 		set: func(v *Values, s string) error {
-			b, err := strconv.ParseBool(s)
-			if err != nil {
+			// Only the words: strconv.ParseBool would also take 0, 1, t
+			// and f, so a number sent for a switch would flip it.
+			switch strings.ToLower(s) {
+			case "true":
+				*p(v) = true
+			case "false":
+				*p(v) = false
+			default:
 				return fmt.Errorf("must be true or false")
 			}
-			*p(v) = b
 			return nil
 		},
 	}
@@ -202,14 +208,32 @@ func Load(ctx context.Context, st Store, log *slog.Logger) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load settings: %w", err)
 	}
+	// The stored keys were validated together (backoff_base with
+	// backoff_cap, cooldown_min with cooldown_max), so they are applied
+	// together; only when that fails are they taken one at a time, each
+	// round retrying what an earlier key may have made valid.
 	v := Defaults()
-	for k, s := range stored {
-		next, err := v.Apply(map[string]string{k: s})
-		if err != nil {
-			log.Warn("ignoring stored setting", "key", k, "err", err)
-			continue
-		}
+	if next, err := v.Apply(stored); err == nil {
 		v = next
+	} else {
+		pending := sortedKeys(stored)
+		for progress := true; progress && len(pending) > 0; {
+			progress = false
+			var left []string
+			for _, k := range pending {
+				next, err := v.Apply(map[string]string{k: stored[k]})
+				if err != nil {
+					left = append(left, k)
+					continue
+				}
+				v, progress = next, true
+			}
+			pending = left
+		}
+		for _, k := range pending {
+			_, err := v.Apply(map[string]string{k: stored[k]})
+			log.Warn("ignoring stored setting", "key", k, "err", err)
+		}
 	}
 	m := &Manager{store: st, log: log}
 	m.cur.Store(&v)
