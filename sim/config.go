@@ -140,6 +140,13 @@ type Webhooks struct {
 	// being delivered, with FailCode (default 131049).
 	FailProbability float64
 	FailCode        int
+	// SkipDeliveredProbability is the chance that a read message gets no
+	// delivered status: Meta skips it when delivery and reading coincide
+	// (reference §6); the read then carries the pricing.
+	SkipDeliveredProbability float64
+	// FailAfterSentProbability is the chance that a failed message first
+	// gets a sent status (with WebhookReorder, sent arrives after failed).
+	FailAfterSentProbability float64
 	// BatchSize is the most statuses per POST (default 1, at most 1000 as
 	// with Meta); BatchWait is how long a partial batch waits for more
 	// (default 20 ms).
@@ -149,8 +156,11 @@ type Webhooks struct {
 	Concurrency int
 	// Timeout bounds one POST (default 5 s).
 	Timeout time.Duration
-	// MaxAttempts bounds redelivery of a POST not answered 200 (default 8);
+	// RetryFor is how long a POST not answered 200 is redelivered, from
+	// its first attempt: Meta retries for up to 7 days (the default).
+	// MaxAttempts, when positive, also caps the attempts (default none).
 	// RetryBase and RetryMax shape the exponential backoff (1 s, 1 min).
+	RetryFor    time.Duration
 	MaxAttempts int
 	RetryBase   time.Duration
 	RetryMax    time.Duration
@@ -205,8 +215,8 @@ func (c *Config) setDefaults() error {
 	if w.Timeout <= 0 {
 		w.Timeout = 5 * time.Second
 	}
-	if w.MaxAttempts <= 0 {
-		w.MaxAttempts = 8
+	if w.RetryFor <= 0 {
+		w.RetryFor = 7 * 24 * time.Hour
 	}
 	if w.RetryBase <= 0 {
 		w.RetryBase = time.Second
@@ -223,7 +233,10 @@ func (c *Config) setDefaults() error {
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}
-	for name, p := range map[string]float64{"read": w.ReadProbability, "fail": w.FailProbability} {
+	for name, p := range map[string]float64{
+		"read": w.ReadProbability, "fail": w.FailProbability,
+		"skip delivered": w.SkipDeliveredProbability, "fail after sent": w.FailAfterSentProbability,
+	} {
 		if p < 0 || p > 1 {
 			return fmt.Errorf("sim: %s probability %v is outside [0, 1]", name, p)
 		}

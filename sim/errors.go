@@ -139,7 +139,7 @@ func codeError(code int) *apiError {
 		e.status = http.StatusUnauthorized
 	case code == 368 || code == 131031 || code == 10 || code == 131005 || (code >= 200 && code <= 299):
 		e.status = http.StatusForbidden
-	case code == 1 || code == 3 || code == 131016 || code == 131057 || code == 131045:
+	case code == 3 || code == 131016 || code == 131057 || code == 131045:
 		e.status = http.StatusInternalServerError
 	case code == 132001:
 		e.status = http.StatusNotFound

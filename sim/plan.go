@@ -25,10 +25,17 @@ func (s *Server) plan(nb *number, m Message) []hookStatus {
 	var kinds []string
 	if nb.chance(wc.FailProbability) {
 		kinds = []string{"failed"}
+		if nb.chance(wc.FailAfterSentProbability) {
+			kinds = []string{"sent", "failed"}
+		}
 	} else {
 		kinds = []string{"sent", "delivered"}
 		if nb.chance(wc.ReadProbability) {
-			kinds = append(kinds, "read")
+			if nb.chance(wc.SkipDeliveredProbability) {
+				kinds[1] = "read" // delivered and read at once: no delivered
+			} else {
+				kinds = append(kinds, "read")
+			}
 		}
 	}
 	offsets := make([]time.Duration, len(kinds))
@@ -53,6 +60,11 @@ func (s *Server) plan(nb *number, m Message) []hookStatus {
 		switch k {
 		case "sent", "delivered":
 			st.Pricing = pricing(m.Type)
+		case "read":
+			// Pricing comes with sent and one of delivered or read.
+			if kinds[i-1] == "sent" {
+				st.Pricing = pricing(m.Type)
+			}
 		case "failed":
 			title, details := asyncError(wc.FailCode)
 			st.Errors = []cloudapi.WebhookError{{

@@ -43,6 +43,7 @@ type batch struct {
 	body    []byte
 	n       int
 	attempt int
+	first   time.Time // first attempt, for RetryFor
 }
 
 // WebhookStats is the webhook side of the ground truth.

@@ -24,6 +24,9 @@ func (h *webhooker) work() {
 // deliver makes one POST attempt and decides what happens to the batch.
 func (h *webhooker) deliver(b *batch) {
 	b.attempt++
+	if b.attempt == 1 {
+		b.first = time.Now()
+	}
 	ok := h.post(b.body)
 	switch {
 	case ok:
@@ -32,7 +35,8 @@ func (h *webhooker) deliver(b *batch) {
 		h.finish(b.n)
 	case h.ctx.Err() != nil:
 		h.finish(b.n)
-	case b.attempt >= h.cfg.MaxAttempts:
+	case h.cfg.MaxAttempts > 0 && b.attempt >= h.cfg.MaxAttempts,
+		time.Since(b.first) >= h.cfg.RetryFor:
 		h.postFailures.Add(1)
 		h.gaveUp.Add(int64(b.n))
 		h.finish(b.n)

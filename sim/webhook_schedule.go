@@ -4,6 +4,8 @@ import (
 	"container/heap"
 	"encoding/json"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/wamux/wamux/provider/cloudapi"
 )
@@ -92,7 +94,7 @@ func (h *webhooker) send(b *batch) bool {
 // build groups statuses by WABA (entry) and number (change), the shape
 // Meta uses, so receivers must iterate every level.
 func (h *webhooker) build(sts []*hookStatus) *batch {
-	w := cloudapi.Webhook{Object: cloudapi.ObjectWhatsApp}
+	w := hookBody{Object: cloudapi.ObjectWhatsApp}
 	entryOf := map[string]int{}
 	changeOf := map[string][2]int{}
 	for _, st := range sts {
@@ -103,9 +105,9 @@ func (h *webhooker) build(sts []*hookStatus) *batch {
 			if !ok {
 				e = len(w.Entry)
 				entryOf[nb.waba] = e
-				w.Entry = append(w.Entry, cloudapi.Entry{ID: nb.waba})
+				w.Entry = append(w.Entry, hookEntry{ID: nb.waba})
 			}
-			w.Entry[e].Changes = append(w.Entry[e].Changes, cloudapi.Change{
+			w.Entry[e].Changes = append(w.Entry[e].Changes, hookChange{
 				Field: "messages",
 				Value: cloudapi.Value{
 					MessagingProduct: "whatsapp",
@@ -123,5 +125,54 @@ func (h *webhooker) build(sts []*hookStatus) *batch {
 		// Our own types always marshal; keep the count right regardless.
 		h.log.Error("sim: marshal webhook", "err", err)
 	}
-	return &batch{body: body, n: len(sts)}
+	return &batch{body: escapeNonASCII(body), n: len(sts)}
+}
+
+// hookBody is the envelope in Meta's key order: a change's "value" comes
+// before its "field" (reference §4.4), so a receiver that re-serialises
+// the body before checking the signature fails as it would with Meta.
+type hookBody struct {
+	Object string      `json:"object"`
+	Entry  []hookEntry `json:"entry"`
+}
+
+type hookEntry struct {
+	ID      string       `json:"id"`
+	Changes []hookChange `json:"changes"`
+}
+
+type hookChange struct {
+	Value cloudapi.Value `json:"value"`
+	Field string         `json:"field"`
+}
+
+// escapeNonASCII writes every non-ASCII character as a \u escape, as Meta
+// signs and sends "an escaped unicode version of the payload" (reference
+// §5). In JSON from encoding/json non-ASCII bytes occur only in strings.
+func escapeNonASCII(b []byte) []byte {
+	i := 0
+	for i < len(b) && b[i] < utf8.RuneSelf {
+		i++
+	}
+	if i == len(b) {
+		return b
+	}
+	out := append(make([]byte, 0, len(b)+32), b[:i]...)
+	const hexDigits = "0123456789abcdef"
+	esc := func(r rune) {
+		out = append(out, '\\', 'u', hexDigits[r>>12&15], hexDigits[r>>8&15], hexDigits[r>>4&15], hexDigits[r&15])
+	}
+	for _, r := range string(b[i:]) {
+		switch {
+		case r < utf8.RuneSelf:
+			out = append(out, byte(r))
+		case r > 0xFFFF:
+			r1, r2 := utf16.EncodeRune(r)
+			esc(r1)
+			esc(r2)
+		default:
+			esc(r)
+		}
+	}
+	return out
 }

@@ -1,0 +1,188 @@
+package sim_test
+
+// Audit: deviations of the simulator's webhook side and error answers from
+// Meta's Cloud API (shared/reference/cloudapi.md).
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/wamux/wamux/provider/cloudapi"
+	"github.com/wamux/wamux/sim"
+)
+
+// byMessage groups the statuses received so far by wamid, in arrival order.
+func byMessage(t *testing.T, r *receiver) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, s := range statuses(t, r.all()) {
+		out[s.ID] = append(out[s.ID], s.Status.Status)
+	}
+	return out
+}
+
+// Reference §6 ("delivered skipped? Yes", ✅ [S5]): when a message is
+// delivered and read at the same time Meta sends read without delivered.
+// A gateway whose state machine needs delivered before accepting read must
+// not pass against the simulator.
+func TestReadCanSkipDelivered(t *testing.T) {
+	r := newReceiver(t, nil)
+	wh := hookConfig(r)
+	wh.ReadProbability = 1
+	wh.SkipDeliveredProbability = 0.5
+	h := start(t, sim.Config{Webhooks: wh})
+	const n = 40
+	for i := range n {
+		h.send(num, token, text(fmt.Sprint("1555000", 1000+i), fmt.Sprint("m", i)))
+	}
+	eventually(t, "all statuses", func() bool {
+		st := h.s.Stats().Webhooks
+		return st.Pending == 0 && st.Delivered > 0
+	})
+	skipped := 0
+	for id, kinds := range byMessage(t, r) {
+		has := map[string]bool{}
+		for _, k := range kinds {
+			has[k] = true
+		}
+		if has["read"] && !has["delivered"] {
+			skipped++
+			// The read then carries the pricing delivered would have had.
+			for _, s := range statuses(t, r.all()) {
+				if s.ID == id && s.Status.Status == "read" && s.Pricing == nil {
+					t.Fatalf("%s: read without delivered has no pricing", id)
+				}
+			}
+		}
+	}
+	if skipped == 0 {
+		t.Fatalf("none of %d read messages skipped delivered; Meta may skip it (reference §6)", n)
+	}
+}
+
+// Reference §6: failed is terminal and "a late sent" must not undo it, and
+// dedupe is on (wamid, status) plus errors[].code for failed: Meta can send
+// sent and then failed for one wamid, in either order. The sim only ever
+// sends a lone failed, so a gateway that lets sent overwrite failed passes.
+func TestFailedCanComeWithSent(t *testing.T) {
+	r := newReceiver(t, nil)
+	wh := hookConfig(r)
+	wh.FailProbability = 1
+	wh.FailAfterSentProbability = 1
+	h := start(t, sim.Config{Webhooks: wh, Faults: sim.Faults{WebhookReorder: 1}})
+	const n = 20
+	for i := range n {
+		h.send(num, token, text(fmt.Sprint("1555000", 2000+i), fmt.Sprint("m", i)))
+	}
+	eventually(t, "all statuses", func() bool {
+		st := h.s.Stats().Webhooks
+		return st.Pending == 0 && st.Delivered > 0
+	})
+	lateSent := 0
+	for _, kinds := range byMessage(t, r) {
+		if len(kinds) == 2 && kinds[0] == "failed" && kinds[1] == "sent" {
+			lateSent++
+		}
+	}
+	if lateSent == 0 {
+		t.Fatalf("no message got a sent after its failed: %v", byMessage(t, r))
+	}
+}
+
+// Reference §5: the signature is over the raw bytes, which Meta sends with
+// its own key order ("value" before "field", §4.4 samples) and with
+// non-ASCII escaped ("escaped unicode version of the payload", [S18]). If
+// the sim's body were encoding/json's rendering of the gateway's own
+// cloudapi types, a gateway that parses and re-serialises before checking
+// the HMAC would verify every sim webhook; it must not.
+func TestSignatureFailsOverReserialisedBody(t *testing.T) {
+	r := newReceiver(t, nil)
+	wh := hookConfig(r)
+	wh.FailProbability = 1
+	h := start(t, sim.Config{Webhooks: wh})
+	h.send(num, token, text("16505551234", "commande-é-42"))
+	eventually(t, "webhook", func() bool { return len(r.all()) == 1 })
+	p := r.all()[0]
+	if p.sig != independentSig(p.body) {
+		t.Fatal("signature does not verify over the raw body")
+	}
+	w, err := cloudapi.ParseWebhook(p.body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := json.Marshal(w)
+	if independentSig(again) == p.sig {
+		t.Fatalf("signature also verifies over the re-serialised body; Meta's bytes would not:\n%s", p.body)
+	}
+	if bytes.ContainsRune(p.body, 'é') {
+		t.Fatalf("non-ASCII sent raw; Meta sends \\u escapes:\n%s", p.body)
+	}
+}
+
+// Reference §6: Meta retries a POST not answered 200 "until the request
+// succeeds, for up to 7 days", not a fixed number of attempts (the sim
+// used to give up after 8, about 2 minutes with its backoff).
+func TestRetriesUntil200(t *testing.T) {
+	r := newReceiver(t, func(n int) int {
+		if n < 12 {
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	})
+	wh := hookConfig(r)
+	wh.FailProbability = 1
+	wh.RetryMax = time.Millisecond
+	h := start(t, sim.Config{Webhooks: wh})
+	h.send(num, token, text("15550001111", "m1"))
+	eventually(t, "settled", func() bool { return h.s.Stats().Webhooks.Pending == 0 })
+	if st := h.s.Stats().Webhooks; st.Delivered != 1 || st.GaveUp != 0 {
+		t.Fatalf("stats %+v: gave up after %d attempts, Meta keeps retrying for 7 days", st, len(r.all()))
+	}
+}
+
+// Reference §2, the older Meta table with HTTP statuses: code 1 is 400
+// (500 is for 3, 131000, 131016, 131045, 131057; 503 for 2). Answering 500
+// would hide a gateway that classifies by HTTP status.
+func TestCode1IsHTTP400(t *testing.T) {
+	h := start(t, sim.Config{Faults: sim.Faults{Codes: map[int]float64{1: 1}}})
+	status, body, _ := h.send(num, token, text("15550001111", ""))
+	var e struct {
+		Error struct {
+			Code      *int   `json:"code"`
+			Type      string `json:"type"`
+			FBTraceID string `json:"fbtrace_id"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &e); err != nil || e.Error.Code == nil || *e.Error.Code != 1 {
+		t.Fatalf("body %s", body)
+	}
+	if status != http.StatusBadRequest {
+		t.Fatalf("code 1 answered HTTP %d, Meta's table says 400: %s", status, body)
+	}
+}
+
+// The limit codes answer with Meta's HTTP status and error fields.
+func TestLimitErrorsShape(t *testing.T) {
+	for code, want := range map[int]int{130429: 400, 131056: 400, 131048: 400, 131026: 400, 131047: 400,
+		4: 400, 80007: 400, 368: 403, 131031: 403, 190: 401, 131000: 500, 2: 503, 131057: 500, 132001: 404} {
+		h := start(t, sim.Config{Faults: sim.Faults{Codes: map[int]float64{code: 1}}})
+		status, body, hdr := h.send(num, token, text("15550001111", ""))
+		var e struct {
+			Error map[string]any `json:"error"`
+		}
+		json.Unmarshal(body, &e)
+		if status != want || e.Error["code"] != float64(code) || e.Error["type"] == nil ||
+			e.Error["fbtrace_id"] == nil || e.Error["message"] == nil || hdr.Get("Retry-After") != "" {
+			t.Errorf("code %d: HTTP %d (want %d) %s", code, status, want, body)
+		}
+		if code != 190 && code != 2 && code != 131000 {
+			if d, ok := e.Error["error_data"].(map[string]any); !ok || d["details"] == nil || d["messaging_product"] != "whatsapp" {
+				t.Errorf("code %d: error_data %s", code, body)
+			}
+		}
+	}
+}
