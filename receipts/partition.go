@@ -304,9 +304,7 @@ func (p *Pipeline) isolatePoison(pt *partition, batch []store.LoggedReceipt, rem
 			pt.spillForRemerge(batch[i:])
 			return false
 		}
-		payload, _ := json.Marshal(one[0].Receipt)
-		dl := store.DeadLetter{Source: one[0].Source, AccountID: one[0].AccountID, Reason: "unprocessable receipt: " + wamux.ErrorMessage(err), Payload: payload}
-		if err := p.deadLetter(p.ctx, "unprocessable", []store.DeadLetter{dl}); err != nil {
+		if err := p.deadLetterUnprocessable(p.ctx, one[0], err); err != nil {
 			pt.spill(one[0].ID)
 			return false
 		}
@@ -318,6 +316,14 @@ func (p *Pipeline) isolatePoison(pt *partition, batch []store.LoggedReceipt, rem
 		p.markProcessed(n)
 	}
 	return true
+}
+
+// deadLetterUnprocessable keeps a receipt the store refused for good,
+// with why, in the dead letters.
+func (p *Pipeline) deadLetterUnprocessable(ctx context.Context, r store.LoggedReceipt, why error) error {
+	payload, _ := json.Marshal(r.Receipt)
+	dl := store.DeadLetter{Source: r.Source, AccountID: r.AccountID, Reason: "unprocessable receipt: " + wamux.ErrorMessage(why), Payload: payload}
+	return p.deadLetter(ctx, "unprocessable", []store.DeadLetter{dl})
 }
 
 // ackAsync acknowledges a batch whose effects are durable while the

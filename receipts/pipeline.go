@@ -2,7 +2,6 @@ package receipts
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -355,10 +354,7 @@ func (p *Pipeline) recoverPoison(ctx context.Context, batch []store.LoggedReceip
 			if transient(err) {
 				return err
 			}
-			payload, _ := json.Marshal(one[0].Receipt)
-			dl := store.DeadLetter{Source: one[0].Source, AccountID: one[0].AccountID,
-				Reason: "unprocessable receipt: " + wamux.ErrorMessage(err), Payload: payload}
-			if err := p.deadLetter(ctx, "unprocessable", []store.DeadLetter{dl}); err != nil {
+			if err := p.deadLetterUnprocessable(ctx, one[0], err); err != nil {
 				return err
 			}
 		}
