@@ -48,13 +48,7 @@ func waitState(t *testing.T, st store.Store, k store.StateKey, d time.Duration) 
 func TestReloadKeepsBacklogBelowAFailedBatch(t *testing.T) {
 	st := openSQLite(t)
 	ctx := context.Background()
-	set, err := settings.Load(ctx, st, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := set.Update(ctx, map[string]string{"apply_state": "false"}); err != nil {
-		t.Fatal(err)
-	}
+	set := pausedSettings(t, st)
 	old := rcpt("acc1", "w-old", wamux.ReceiptDelivered, 1)
 	if _, err := st.AppendReceiptLog(ctx, []wamux.Receipt{old}); err != nil {
 		t.Fatal(err)
@@ -133,13 +127,7 @@ func TestCorruptEntryDoesNotBlockReadBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	set, err := settings.Load(ctx, st, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := set.Update(ctx, map[string]string{"apply_state": "false"}); err != nil {
-		t.Fatal(err)
-	}
+	set := pausedSettings(t, st)
 	p := startPipeline(t, receipts.Config{Store: st, Settings: set,
 		Retry: receipts.RetryConfig{Attempts: 2, Base: time.Millisecond, Max: 2 * time.Millisecond}})
 	// A corrupt row, written by another connection while the pipeline runs.
@@ -184,13 +172,7 @@ func (g *gatedAppend) AppendReceiptLog(ctx context.Context, rs []wamux.Receipt) 
 func TestPausedStartFirstAppendReadBackEarly(t *testing.T) {
 	st := openSQLite(t)
 	ctx := context.Background()
-	set, err := settings.Load(ctx, st, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := set.Update(ctx, map[string]string{"apply_state": "false"}); err != nil {
-		t.Fatal(err)
-	}
+	set := pausedSettings(t, st)
 	g := &gatedAppend{Store: st, committed: make(chan struct{}), release: make(chan struct{})}
 	p := startPipeline(t, receipts.Config{Store: g, Settings: set})
 	r := rcpt("acc1", "w1", wamux.ReceiptDelivered, 1)
@@ -285,4 +267,18 @@ func TestNULReceiptInLogOnPostgres(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pausedSettings loads st's settings with apply_state off.
+func pausedSettings(t *testing.T, st store.Store) *settings.Manager {
+	t.Helper()
+	ctx := context.Background()
+	set, err := settings.Load(ctx, st, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := set.Update(ctx, map[string]string{"apply_state": "false"}); err != nil {
+		t.Fatal(err)
+	}
+	return set
 }

@@ -306,12 +306,7 @@ func (p *Pipeline) recover(ctx context.Context) error {
 	var after int64
 	total := 0
 	for {
-		var page []store.LoggedReceipt
-		err := p.retry(ctx, "read receipt log", func(ctx context.Context) error {
-			var err error
-			page, err = p.st.ListReceiptLog(ctx, after, p.cfg.ReloadPage)
-			return err
-		})
+		page, err := p.logPage(ctx, after)
 		if err != nil {
 			return fmt.Errorf("receipts: recover the receipt log: %w", err)
 		}
@@ -365,16 +360,23 @@ func (p *Pipeline) recoverPoison(ctx context.Context, batch []store.LoggedReceip
 	return nil
 }
 
+// logPage reads the log's next page after the entry id after, retrying
+// transient failures.
+func (p *Pipeline) logPage(ctx context.Context, after int64) ([]store.LoggedReceipt, error) {
+	var page []store.LoggedReceipt
+	err := p.retry(ctx, "read receipt log", func(ctx context.Context) error {
+		var err error
+		page, err = p.st.ListReceiptLog(ctx, after, p.cfg.ReloadPage)
+		return err
+	})
+	return page, err
+}
+
 // logEnd returns the highest id the log holds (0 when empty).
 func (p *Pipeline) logEnd(ctx context.Context) (int64, error) {
 	var after int64
 	for {
-		var page []store.LoggedReceipt
-		err := p.retry(ctx, "read receipt log", func(ctx context.Context) error {
-			var err error
-			page, err = p.st.ListReceiptLog(ctx, after, p.cfg.ReloadPage)
-			return err
-		})
+		page, err := p.logPage(ctx, after)
 		if err != nil {
 			return 0, fmt.Errorf("receipts: read the receipt log: %w", err)
 		}
