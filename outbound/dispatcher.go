@@ -253,6 +253,11 @@ func (d *Dispatcher) AccountChanged(ctx context.Context, a wamux.Account) error 
 	if err := d.limiter.SetLimit(ctx, a.ID, a.RatePerSec, a.Burst); err != nil {
 		return fmt.Errorf("outbound: limit for %s: %w", a.ID, err)
 	}
+	if a.State == wamux.AccountActive && a.CooldownUntil.IsZero() {
+		// PATCH state=active clears cooldown_until: it ends the
+		// limiter's cooldown too, not only the stored one.
+		d.limiter.EndCooldown(a.ID)
+	}
 	w.setAccount(a)
 	return nil
 }
@@ -301,6 +306,7 @@ func (d *Dispatcher) Submit(ctx context.Context, msgs []wamux.Message) ([]Submit
 	results := make([]SubmitResult, len(msgs))
 	var toInsert []wamux.Message
 	var idx []int
+	planned := map[string]int{} // messages of this batch per account, not yet charged
 	for i, m := range msgs {
 		if m.AccountID != "" {
 			if _, err := d.account(ctx, m.AccountID); err != nil {
@@ -310,13 +316,14 @@ func (d *Dispatcher) Submit(ctx context.Context, msgs []wamux.Message) ([]Submit
 		}
 		routed := m
 		if routed.AccountID == "" {
-			acc, err := d.route(ctx, m.To)
+			acc, err := d.route(ctx, m.To, planned)
 			if err != nil {
 				results[i].Err = err
 				continue
 			}
 			routed.AccountID = acc
 		}
+		planned[routed.AccountID]++
 		toInsert = append(toInsert, routed)
 		idx = append(idx, i)
 	}

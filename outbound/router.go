@@ -22,7 +22,11 @@ func (d *Dispatcher) usable(a wamux.Account) bool {
 // without one, or whose owner is disabled or cooling down, gets the pool
 // account with the most tokens relative to its capacity, and the choice is
 // recorded with its reason.
-func (d *Dispatcher) route(ctx context.Context, to string) (string, error) {
+//
+// planned counts the messages already given to each account earlier in the
+// same batch: they take tokens as soon as they reach the worker, so they
+// are counted against the account now.
+func (d *Dispatcher) route(ctx context.Context, to string, planned map[string]int) (string, error) {
 	d.routeMu.Lock()
 	defer d.routeMu.Unlock()
 	owner, err := d.store.GetOwner(ctx, to)
@@ -54,7 +58,7 @@ func (d *Dispatcher) route(ctx context.Context, to string) (string, error) {
 			continue
 		}
 		tokens, _ := d.limiter.Tokens(ctx, a.ID)
-		cands = append(cands, candidate{a.ID, tokens / float64(max(a.Burst, 1))})
+		cands = append(cands, candidate{a.ID, (tokens - float64(planned[a.ID])) / float64(max(a.Burst, 1))})
 	}
 	if len(cands) == 0 {
 		if owner != "" {

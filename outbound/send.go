@@ -18,10 +18,10 @@ import (
 // spread out instead of arriving together.
 func backoff(base, ceiling time.Duration, n int) time.Duration {
 	d := ceiling
-	if n < 63 {
-		if e := base << (n - 1); e > 0 && e < ceiling {
-			d = e
-		}
+	// Shift only while it cannot pass the ceiling: a wrapped-around
+	// base<<(n-1) could land anywhere below it.
+	if n >= 1 && n-1 < 63 && base > 0 && base <= ceiling>>(n-1) {
+		d = base << (n - 1)
 	}
 	if d <= 0 {
 		return 0
@@ -85,6 +85,12 @@ func (w *worker) send(it *item) (action, time.Duration) {
 		d.metrics.throttled.WithLabelValues(w.id, strconv.Itoa(res.Code)).Inc()
 		d.metrics.retries.WithLabelValues(w.id, "throttled").Inc()
 		lim := d.limiter.OnThrottled(w.id)
+		if res.Delay > cloudapi.ThroughputDelay {
+			// 4 (app), 80007 (WABA) or a Retry-After: the wait is the
+			// account's, not only this recipient's.
+			d.limiter.CoolDown(w.id, now.Add(res.Delay))
+			lim = d.limiter.Limit(w.id)
+		}
 		if lim.State == wamux.AccountCooldown {
 			w.coolDown(lim.CooldownUntil)
 		}

@@ -269,6 +269,21 @@ func (a *Adaptive) CoolDown(accountID string, until time.Time) {
 	}
 }
 
+// EndCooldown ends a running cooldown now (an operator re-activated the
+// account). The rate climbs back from where the cooldown left it.
+func (a *Adaptive) EndCooldown(accountID string) {
+	s := a.account(accountID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := a.cfg.Clock.Now()
+	if now.Before(s.cooldownUntil) {
+		s.cooldownUntil = now
+		if s.climbFrom.After(now) {
+			s.climbFrom = now
+		}
+	}
+}
+
 // Limit returns the account's current limit state.
 func (a *Adaptive) Limit(accountID string) AccountLimit {
 	s := a.account(accountID)
