@@ -172,7 +172,9 @@ func admitPayload(req Request) ([]byte, error) {
 		}
 		if len(t.Components) > 0 {
 			var comps []any
-			if err := json.Unmarshal(t.Components, &comps); err != nil {
+			dec := json.NewDecoder(bytes.NewReader(t.Components))
+			dec.UseNumber() // keep numbers as the client wrote them, not as float64
+			if err := dec.Decode(&comps); err != nil {
 				return nil, invalid("template.components must be an array")
 			}
 			canon, err := json.Marshal(comps) // map keys come out sorted

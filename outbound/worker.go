@@ -2,6 +2,7 @@ package outbound
 
 import (
 	"context"
+	"sort"
 	"sync"
 	"time"
 
@@ -146,8 +147,24 @@ func (w *worker) restore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	queued = append(queued, releasedNow...)
+	// persistSeq has normally stored releasedNow as queued, so the list
+	// above holds them already; add only those it could not store.
+	listed := make(map[string]bool, len(queued))
+	for _, m := range queued {
+		listed[m.ID] = true
+	}
+	for _, m := range releasedNow {
+		if !listed[m.ID] {
+			queued = append(queued, m)
+		}
+	}
 	sortForQueue(queued)
+	// A message whose outcome is unknown was its recipient's head, in
+	// flight at the stop: it stays the head, so that it is not resent
+	// before the quiet period (and not after messages queued behind it).
+	sort.SliceStable(queued, func(i, j int) bool {
+		return queued[i].Status == wamux.StatusUnknown && queued[j].Status != wamux.StatusUnknown
+	})
 	now := w.d.clock.Now()
 	quiet := w.d.settings.Current().QuietPeriod
 	for _, m := range queued {
@@ -412,7 +429,11 @@ func (w *worker) dispatch() time.Time {
 			}
 			r := w.q.ready[p][0]
 			it := r.head()
-			if it.msg.Priority == wamux.P2 && !it.unknown && now.Sub(it.enqueued) > s.P2MaxAge {
+			// An item whose outcome was unknown (unknown, or resend decided by
+			// the compensator) is in status unknown, not queued: shedding
+			// could not record it and would lose it. Its fate is decided
+			// by compensation and the resend.
+			if it.msg.Priority == wamux.P2 && !it.unknown && !it.resend && now.Sub(it.enqueued) > s.P2MaxAge {
 				w.q.popReady(p)
 				r.pop()
 				w.q.removed(it)

@@ -1,0 +1,144 @@
+package outbound_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/outbound"
+	"github.com/wamux/wamux/provider/cloudapi"
+	"github.com/wamux/wamux/sim"
+	"github.com/wamux/wamux/store"
+)
+
+// recordingProvider counts provider calls per msg_id; with firstUnknown the
+// first attempt of each message is answered "outcome unknown" without
+// reaching the simulator (the request died before Meta saw it).
+type recordingProvider struct {
+	inner        outbound.Provider
+	firstUnknown bool
+	mu           sync.Mutex
+	calls        map[string]int
+	first        map[string]time.Time
+}
+
+func (p *recordingProvider) Send(ctx context.Context, dest cloudapi.Destination, msg wamux.Message) cloudapi.Result {
+	p.mu.Lock()
+	p.calls[msg.ID]++
+	n := p.calls[msg.ID]
+	if n == 1 && p.first != nil {
+		p.first[msg.ID] = time.Now()
+	}
+	p.mu.Unlock()
+	if p.firstUnknown && n == 1 {
+		return cloudapi.Result{Outcome: cloudapi.Unknown, Code: -1, Reason: "timeout"}
+	}
+	return p.inner.Send(ctx, dest, msg)
+}
+
+func (p *recordingProvider) count(id string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.calls[id]
+}
+
+// TestRestartKeepsQuietPeriodForUnknownBehindQueued: a batch of two
+// messages to one recipient (client msg_ids "m-b", then "m-a"); the first
+// was with the provider when the process died. After the restart the
+// unknown one must wait the quiet period before compensation resends it,
+// although restore's (created_at, msg_id) order puts "m-a" first: it used
+// to get no quiet period and be resent right after "m-a" (sent twice).
+func TestRestartKeepsQuietPeriodForUnknownBehindQueued(t *testing.T) {
+	var rp *recordingProvider
+	e := newEnv(t, envOpts{
+		settings: map[string]string{"quiet_period": "5s"},
+		provider: func(base outbound.Provider) outbound.Provider {
+			rp = &recordingProvider{inner: base, calls: map[string]int{}}
+			return rp
+		},
+	})
+	e.addAccount("acc", "9101", 100, 10, sim.Limits{Rate: 1000})
+	e.stop()
+	to := "15559990001"
+	b := textMsg(t, outbound.Request{MsgID: "m-b", AccountID: "acc", To: to})
+	a := textMsg(t, outbound.Request{MsgID: "m-a", AccountID: "acc", To: to})
+	ctx := context.Background()
+	if _, err := e.store.InsertMessages(ctx, []wamux.Message{b, a}); err != nil { // one batch, one created_at
+		t.Fatal(err)
+	}
+	// "m-b" was the recipient's head and in flight at the crash.
+	if ok, err := e.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: "m-b", From: []wamux.Status{wamux.StatusQueued},
+		Status: wamux.StatusSending, AttemptsDelta: 1}); !ok || err != nil {
+		t.Fatalf("mark sending: %v %v", ok, err)
+	}
+	rp.first = map[string]time.Time{}
+	started := time.Now()
+	e.start()
+	waitFor(t, "both accepted", 15*time.Second, func() bool {
+		return e.status("m-a") == wamux.StatusAccepted && e.status("m-b") == wamux.StatusAccepted
+	})
+	rp.mu.Lock()
+	resent := rp.first["m-b"].Sub(started)
+	rp.mu.Unlock()
+	if resent < 4900*time.Millisecond {
+		t.Fatalf("the unknown m-b was resent %v after the restart, before the 5s quiet period", resent.Round(time.Millisecond))
+	}
+}
+
+// TestP2ResendAfterUnknownIsNotLost: a P2 message's outcome is
+// unknown; the compensator finds no status and decides to resend. By then
+// the message has been queued longer than p2_max_age, so dispatch "sheds"
+// it: the shed's compare-and-set (from queued or waiting_seq) does not
+// apply to an unknown message, and the item used to leave the queue, the
+// message unknown forever. It must be resent (a resend is not shed).
+func TestP2ResendAfterUnknownIsNotLost(t *testing.T) {
+	var rp *recordingProvider
+	e := newEnv(t, envOpts{
+		settings: map[string]string{"quiet_period": "1s", "p2_max_age": "1s"},
+		provider: func(base outbound.Provider) outbound.Provider {
+			rp = &recordingProvider{inner: base, firstUnknown: true, calls: map[string]int{}}
+			return rp
+		},
+	})
+	e.addAccount("acc", "9102", 100, 10, sim.Limits{Rate: 1000})
+	m := textMsg(t, outbound.Request{AccountID: "acc", Priority: "P2", To: "15559990002"})
+	e.submit(m)
+	waitFor(t, "message unknown", 5*time.Second, func() bool { return e.status(m.ID) == wamux.StatusUnknown })
+	deadline := time.Now().Add(6 * time.Second)
+	for time.Now().Before(deadline) {
+		if st := e.status(m.ID); st != wamux.StatusUnknown {
+			return // resent (accepted), or given up with a final status: fine
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("P2 message still %s 6s after the quiet period, provider calls %d, queue depth %v: lost",
+		e.status(m.ID), rp.count(m.ID), e.d.QueueDepth("acc"))
+}
+
+// TestRestoreEnqueuesReleasedOnce: a waiting_seq message that is
+// releasable at restart is stored as queued (persistSeq) and then listed
+// with the queued messages; it must not be appended again, or the queue
+// depth (API, metrics, p2_max_depth shedding) counts it twice.
+func TestRestoreEnqueuesReleasedOnce(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.addAccount("acc", "9103", 100, 10, sim.Limits{Rate: 1000})
+	e.stop()
+	ctx := context.Background()
+	off := wamux.AccountDisabled // nothing sends: the queue stays as restored
+	if _, err := e.store.UpdateAccount(ctx, "acc", store.AccountPatch{State: &off}); err != nil {
+		t.Fatal(err)
+	}
+	m := textMsg(t, outbound.Request{AccountID: "acc", ClientSeq: seqp(1), To: "15559990003"})
+	if _, err := e.store.InsertMessages(ctx, []wamux.Message{m}); err != nil { // crash before intake
+		t.Fatal(err)
+	}
+	e.start()
+	if st := e.status(m.ID); st != wamux.StatusQueued {
+		t.Fatalf("status %s, want queued", st)
+	}
+	if d := e.d.QueueDepth("acc"); d != [3]int{0, 1, 0} {
+		t.Fatalf("queue depth %v for one queued P1 message, want [0 1 0]", d)
+	}
+}
