@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -121,4 +122,20 @@ func fromMS(v int64) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMilli(v).UTC()
+}
+
+// storable reports whether PostgreSQL text can hold v (no NUL byte, valid
+// UTF-8). A lookup by a key that is not storable finds nothing, as in
+// store/sqlite, instead of failing with a data exception.
+func storable(v string) bool { return strings.IndexByte(v, 0) < 0 && utf8.ValidString(v) }
+
+// storableOnly returns the storable values of vs.
+func storableOnly(vs []string) []string {
+	out := make([]string, 0, len(vs))
+	for _, v := range vs {
+		if storable(v) {
+			out = append(out, v)
+		}
+	}
+	return out
 }

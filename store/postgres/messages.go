@@ -162,6 +162,9 @@ func (s *Store) getMessage(ctx context.Context, col, v string) (wamux.Message, e
 	if s.closed.Load() {
 		return wamux.Message{}, errClosed
 	}
+	if !storable(v) {
+		return wamux.Message{}, wamux.Errorf(wamux.ENotFound, "message %q not found", v)
+	}
 	m, err := scanMessage(s.pool.QueryRow(ctx, `SELECT `+messageCols+` FROM messages WHERE `+col+` = $1`, v))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return wamux.Message{}, wamux.Errorf(wamux.ENotFound, "message %q not found", v)
@@ -181,6 +184,9 @@ func (s *Store) UpdateMessage(ctx context.Context, u store.MessageUpdate) (bool,
 	}
 	if s.closed.Load() {
 		return false, errClosed
+	}
+	if !storable(u.MsgID) {
+		return false, wamux.Errorf(wamux.ENotFound, "message %q not found", u.MsgID)
 	}
 	return updateMessage(ctx, s.pool, u, ms(s.now()))
 }

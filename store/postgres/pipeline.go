@@ -97,11 +97,9 @@ func (s *Store) FindMessages(ctx context.Context, wamids, msgIDs []string) ([]wa
 	if s.closed.Load() {
 		return nil, errClosed
 	}
-	if wamids == nil {
-		wamids = []string{}
-	}
-	if msgIDs == nil {
-		msgIDs = []string{}
+	wamids, msgIDs = storableOnly(wamids), storableOnly(msgIDs)
+	if len(wamids) == 0 && len(msgIDs) == 0 {
+		return nil, nil
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+messageCols+` FROM messages
 		WHERE wamid = ANY($1::text[]) OR msg_id = ANY($2::text[])`, wamids, msgIDs)

@@ -78,3 +78,8 @@ func TestConformance(t *testing.T) {
 	testDSN(t)
 	storetest.Run(t, func(t *testing.T) store.Store { return newStore(t) })
 }
+
+func TestEdgeCases(t *testing.T) {
+	testDSN(t)
+	storetest.RunEdgeCases(t, func(t *testing.T) store.Store { return newStore(t) })
+}

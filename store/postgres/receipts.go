@@ -93,9 +93,15 @@ func (s *Store) HasReceipts(ctx context.Context, keys []store.ReceiptKey) ([]boo
 	if s.closed.Load() {
 		return nil, errClosed
 	}
-	msg, acc, typ := make([]string, len(keys)), make([]string, len(keys)), make([]string, len(keys))
+	var msg, acc, typ []string
+	var pos []int // pos[j] is the index in keys of row j
 	for i, k := range keys {
-		msg[i], acc[i], typ[i] = k.MessageID, k.AccountID, string(k.Type)
+		if storable(k.MessageID) && storable(k.AccountID) && storable(string(k.Type)) {
+			msg, acc, typ, pos = append(msg, k.MessageID), append(acc, k.AccountID), append(typ, string(k.Type)), append(pos, i)
+		}
+	}
+	if len(pos) == 0 {
+		return out, nil
 	}
 	rows, err := s.pool.Query(ctx, `SELECT k.i FROM unnest($1::text[], $2::text[], $3::text[])
 			WITH ORDINALITY AS k(m, a, t, i)
@@ -105,7 +111,7 @@ func (s *Store) HasReceipts(ctx context.Context, keys []store.ReceiptKey) ([]boo
 	}
 	var i int64
 	if _, err := pgx.ForEachRow(rows, []any{&i}, func() error {
-		out[i-1] = true
+		out[pos[i-1]] = true
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("postgres: has receipts: %w", wrapErr(err))

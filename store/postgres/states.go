@@ -21,9 +21,14 @@ func (s *Store) GetStates(ctx context.Context, keys []store.StateKey) (map[store
 	if s.closed.Load() {
 		return nil, errClosed
 	}
-	acc, msg := make([]string, len(keys)), make([]string, len(keys))
-	for i, k := range keys {
-		acc[i], msg[i] = k.AccountID, k.MessageID
+	acc, msg := make([]string, 0, len(keys)), make([]string, 0, len(keys))
+	for _, k := range keys {
+		if storable(k.AccountID) && storable(k.MessageID) {
+			acc, msg = append(acc, k.AccountID), append(msg, k.MessageID)
+		}
+	}
+	if len(acc) == 0 {
+		return out, nil
 	}
 	rows, err := s.pool.Query(ctx, `SELECT s.account_id, s.message_id, s.type, s.event_time, s.error_code, s.updated_at
 		FROM unnest($1::text[], $2::text[]) AS k(a, m)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/store"
@@ -35,7 +36,31 @@ func (s *Store) FindMessages(ctx context.Context, wamids, msgIDs []string) ([]wa
 		if len(q.vals) == 0 {
 			continue
 		}
-		list, err := json.Marshal(q.vals)
+		// JSON carries only valid UTF-8 (json.Marshal turns other bytes
+		// into U+FFFD, which would miss the stored id and match another):
+		// such values are looked up one by one.
+		vals := make([]string, 0, len(q.vals))
+		for _, v := range q.vals {
+			if utf8.ValidString(v) {
+				vals = append(vals, v)
+				continue
+			}
+			m, err := s.getMessage(ctx, q.col, v)
+			if wamux.ErrorCode(err) == wamux.ENotFound {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("sqlite: find messages: %w", err)
+			}
+			if !seen[m.ID] {
+				seen[m.ID] = true
+				out = append(out, m)
+			}
+		}
+		if len(vals) == 0 {
+			continue
+		}
+		list, err := json.Marshal(vals)
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: find messages: %w", err)
 		}

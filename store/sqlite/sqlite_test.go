@@ -190,3 +190,7 @@ func TestMigrateMessageReceipts(t *testing.T) {
 		t.Fatalf("messages by number = %v, want %v", order, want)
 	}
 }
+
+func TestEdgeCases(t *testing.T) {
+	storetest.RunEdgeCases(t, func(t *testing.T) store.Store { return newStore(t) })
+}
