@@ -155,7 +155,8 @@ func RunReceipts(ctx context.Context, cfg ReceiptsConfig) (ReceiptsReport, error
 	}
 	defer closeStore()
 	obs := newObserver(w)
-	p, err := receipts.New(receipts.Config{Store: st, Registry: prometheus.NewRegistry(), Logger: cfg.Logger,
+	writes := countStateWrites(st, w)
+	p, err := receipts.New(receipts.Config{Store: writes.store(), Registry: prometheus.NewRegistry(), Logger: cfg.Logger,
 		LateWindow: 24 * time.Hour, Observer: obs.observe, Bloom: receipts.BloomConfig{ExpectedPerHour: cfg.BloomPerHour}})
 	if err != nil {
 		return rep, err
@@ -183,7 +184,7 @@ func RunReceipts(ctx context.Context, cfg ReceiptsConfig) (ReceiptsReport, error
 	rep.DedupHits = map[string]int64{receipts.LayerBatch: s.DedupBatch, receipts.LayerLRU: s.DedupLRU,
 		receipts.LayerBloom: s.DedupBloom, receipts.LayerStore: s.DedupStore}
 	rep.BloomFalsePositives, rep.Applied, rep.Ignored, rep.Late = s.BloomFalsePositives, s.Applied, s.Ignored, s.Late
-	rep.DoubleApplied = obs.doubleApplied()
+	rep.DoubleApplied = doubleApplied(obs, writes)
 	rep.LatencyP50Ms, rep.LatencyP99Ms = obs.percentiles()
 
 	if rep.Lost, rep.FinalStateMismatches, err = verify(ctx, st, w); err != nil {
@@ -340,13 +341,25 @@ func generateReceipts(cfg ReceiptsConfig) (*workload, error) {
 		case x < 0.92:
 			plans[i] = []benchReceipt{r(bSent, 0), r(bDelivered, 1)}
 		case x < 0.97:
+			// Failed is final against sent, even a sent stamped later.
 			f := r(bFailed, 1)
 			f.code = 131049
-			plans[i] = []benchReceipt{r(bSent, 0), f}
+			sent := r(bSent, 0)
+			if rng.IntN(2) == 0 {
+				sent.minutes = 2
+			}
+			plans[i] = []benchReceipt{sent, f}
 		default:
+			// Delivered beats failed whichever event came first: half the
+			// time the failure is stamped after the delivery, so that a
+			// merge ordering by event time before strength is caught.
 			f := r(bFailed, 1)
 			f.code = 131026
-			plans[i] = []benchReceipt{r(bSent, 0), f, r(bDelivered, 2)}
+			d := r(bDelivered, 2)
+			if rng.IntN(2) == 0 {
+				f.minutes, d.minutes = 2, 1
+			}
+			plans[i] = []benchReceipt{r(bSent, 0), f, d}
 		}
 		total += len(plans[i])
 	}
@@ -512,6 +525,80 @@ func (o *observer) observe(ps []receipts.Processed) {
 			o.applies[i]++
 		}
 	}
+}
+
+// stateWrites counts, per distinct receipt, the successful store writes of
+// a state made from it, as the store is asked to make them: what the
+// pipeline did, not what it reports to the observer. A receipt whose
+// state is written twice was applied twice, even when the pipeline calls
+// it a duplicate afterwards (L3 finds it stored once the merge has run).
+type stateWrites struct {
+	store.Store
+	w      *workload
+	mu     sync.Mutex
+	writes []uint8
+}
+
+// stateWritesRSW keeps the store's combined write, so that the pipeline
+// takes the same path as on the bare store.
+type stateWritesRSW struct {
+	*stateWrites
+	both store.ReceiptStateWriter
+}
+
+func countStateWrites(st store.Store, w *workload) *stateWrites {
+	return &stateWrites{Store: st, w: w, writes: make([]uint8, len(w.uniq))}
+}
+
+func (c *stateWrites) store() store.Store {
+	if both, ok := c.Store.(store.ReceiptStateWriter); ok {
+		return stateWritesRSW{c, both}
+	}
+	return c
+}
+
+func (c *stateWrites) count(states []store.MessageState) {
+	idx := make([]int32, 0, len(states))
+	for _, s := range states {
+		if i := c.w.find(store.ReceiptKey{MessageID: s.MessageID, AccountID: s.AccountID, Type: s.Type}); i >= 0 {
+			idx = append(idx, i)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, i := range idx {
+		if c.writes[i] < 255 {
+			c.writes[i]++
+		}
+	}
+}
+
+func (c *stateWrites) PutStates(ctx context.Context, states []store.MessageState) error {
+	err := c.Store.PutStates(ctx, states)
+	if err == nil {
+		c.count(states)
+	}
+	return err
+}
+
+func (c stateWritesRSW) InsertReceiptsPutStates(ctx context.Context, rs []wamux.Receipt, states []store.MessageState) ([]bool, error) {
+	fresh, err := c.both.InsertReceiptsPutStates(ctx, rs, states)
+	if err == nil {
+		c.count(states)
+	}
+	return fresh, err
+}
+
+// doubleApplied counts distinct receipts applied more than once, by the
+// pipeline's own report or by the state writes the store saw.
+func doubleApplied(o *observer, c *stateWrites) int {
+	n := 0
+	for i, a := range o.applies {
+		if a > 1 || c.writes[i] > 1 {
+			n++
+		}
+	}
+	return n
 }
 
 func (o *observer) doubleApplied() int {

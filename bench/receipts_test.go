@@ -109,3 +109,80 @@ func TestObserverCountsDoubleApplies(t *testing.T) {
 		t.Fatalf("%d latencies, want 6 (the new ones)", len(o.lat))
 	}
 }
+
+// The workload must tell the documented order from "the latest event
+// wins": some messages' failure is stamped after their delivery (delivered
+// still wins), some sent after their failure (failed still wins).
+func TestGenerateReceiptsStrengthAgainstTime(t *testing.T) {
+	w, err := generateReceipts(ReceiptsConfig{Receipts: 20000, Dup: 0.2, Reorder: 0.1, Accounts: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest := make([]int32, w.messages) // the state if event time came first
+	for i := range latest {
+		latest[i] = -1
+	}
+	for i := range w.uniq {
+		m := w.uniq[i].msg
+		if latest[m] < 0 || w.receipt(int32(i)).EventTime.After(w.receipt(latest[m]).EventTime) {
+			latest[m] = int32(i)
+		}
+	}
+	var deliveredOverLaterFailed, failedOverLaterSent int
+	for m, u := range w.want {
+		if u < 0 || latest[m] == u {
+			continue
+		}
+		switch got, want := w.receipt(latest[m]).Type, w.receipt(u).Type; {
+		case got == wamux.ReceiptFailed && want == wamux.ReceiptDelivered:
+			deliveredOverLaterFailed++
+		case got == wamux.ReceiptSent && want == wamux.ReceiptFailed:
+			failedOverLaterSent++
+		}
+	}
+	if deliveredOverLaterFailed < 20 || failedOverLaterSent < 50 {
+		t.Fatalf("%d messages delivered before a later failure, %d failed before a later sent; the workload cannot tell strength from time",
+			deliveredOverLaterFailed, failedOverLaterSent)
+	}
+}
+
+// A state written twice from one receipt is a double apply, whatever the
+// pipeline reports to the observer.
+func TestStateWritesCountDoubleApplies(t *testing.T) {
+	w, err := generateReceipts(ReceiptsConfig{Receipts: 1000, Dup: 0.2, Reorder: 0.1, Accounts: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, closeStore, err := openBenchStore(context.Background(), "sqlite")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeStore()
+	c := countStateWrites(st, w)
+	both, ok := c.store().(store.ReceiptStateWriter)
+	if !ok {
+		t.Fatal("the SQLite store's combined write is hidden by the counter")
+	}
+	state := func(i int32) store.MessageState {
+		r := w.receipt(i)
+		return store.MessageState{StateKey: store.StateKey{AccountID: r.AccountID, MessageID: r.MessageID},
+			Type: r.Type, EventTime: r.EventTime, ErrorCode: r.ErrorCode}
+	}
+	ctx := context.Background()
+	if _, err := both.InsertReceiptsPutStates(ctx, []wamux.Receipt{w.receipt(3)}, []store.MessageState{state(3)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.store().PutStates(ctx, []store.MessageState{state(4)}); err != nil {
+		t.Fatal(err)
+	}
+	o := newObserver(w)
+	if n := doubleApplied(o, c); n != 0 {
+		t.Fatalf("double applied %d after one write each, want 0", n)
+	}
+	if _, err := both.InsertReceiptsPutStates(ctx, []wamux.Receipt{w.receipt(3)}, []store.MessageState{state(3)}); err != nil {
+		t.Fatal(err)
+	}
+	if n := doubleApplied(o, c); n != 1 {
+		t.Fatalf("double applied %d, want 1 (receipt 3's state written twice)", n)
+	}
+}
