@@ -420,7 +420,10 @@ func (d *Dispatcher) LimitState(accountID string) ratelimit.AccountLimit {
 
 // sortForQueue orders recovered messages as they must be sent: by creation,
 // except that messages with a client_seq keep seq order among themselves
-// per recipient (seq 2 may have been created before seq 1).
+// per recipient (seq 2 may have been created before seq 1), and that a
+// message whose outcome is unknown comes first: it was its recipient's
+// head, in flight at the stop, and stays the head, so that it waits the
+// quiet period before a resend and nothing queued behind it passes it.
 func sortForQueue(msgs []wamux.Message) {
 	sort.SliceStable(msgs, func(i, j int) bool { return msgs[i].CreatedAt.Before(msgs[j].CreatedAt) })
 	slots := map[string][]int{}
@@ -439,6 +442,9 @@ func sortForQueue(msgs []wamux.Message) {
 			msgs[p] = seqd[k]
 		}
 	}
+	sort.SliceStable(msgs, func(i, j int) bool {
+		return msgs[i].Status == wamux.StatusUnknown && msgs[j].Status != wamux.StatusUnknown
+	})
 }
 
 // CooldownUntil reports when a gateway-imposed cooldown ends.

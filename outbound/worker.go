@@ -2,7 +2,6 @@ package outbound
 
 import (
 	"context"
-	"sort"
 	"sync"
 	"time"
 
@@ -159,12 +158,6 @@ func (w *worker) restore(ctx context.Context) error {
 		}
 	}
 	sortForQueue(queued)
-	// A message whose outcome is unknown was its recipient's head, in
-	// flight at the stop: it stays the head, so that it is not resent
-	// before the quiet period (and not after messages queued behind it).
-	sort.SliceStable(queued, func(i, j int) bool {
-		return queued[i].Status == wamux.StatusUnknown && queued[j].Status != wamux.StatusUnknown
-	})
 	now := w.d.clock.Now()
 	quiet := w.d.settings.Current().QuietPeriod
 	for _, m := range queued {
