@@ -234,7 +234,7 @@ func (p *Pipeline) merge(ctx context.Context, batch []store.LoggedReceipt, idx [
 	// come from an agent's receipt, which carries none). Resolving again is
 	// idempotent (forward-only updates).
 	var again []int
-	inAgain := make(map[int]bool)
+	var listed []bool // by j: in again already; made on first use
 	for _, i := range idx {
 		r := batch[i].Receipt
 		k := store.StateKey{AccountID: r.AccountID, MessageID: r.MessageID}
@@ -257,13 +257,24 @@ func (p *Pipeline) merge(ctx context.Context, batch []store.LoggedReceipt, idx [
 				order = append(order, j)
 			}
 			entries[j].state, entries[j].receipt = next, r
-		} else if d != Apply && c != nil && (c.Type == r.Type || r.CallbackData != "") && entries[j].state.MessageID == "" && !inAgain[j] {
+		} else if c != nil && (c.Type == r.Type || r.CallbackData != "") && entries[j].state.MessageID == "" {
 			// A repeat, or a receipt that does not change the state but
 			// names our msg_id (a weaker or late status after an agent's
 			// receipt without callback data): resolve the message with the
 			// state as it is, so an unknown send learns it was accepted.
-			inAgain[j] = true
-			again = append(again, j)
+			// Until an Apply in this batch sets entries[j].state, the state
+			// is c; the receipt that made it, when in the batch, gives the
+			// resolution its error title.
+			if listed == nil {
+				listed = make([]bool, len(skeys))
+			}
+			if !listed[j] {
+				listed[j] = true
+				again = append(again, j)
+			}
+			if r.Type == c.Type && r.EventTime.Equal(c.EventTime) && r.ErrorCode == c.ErrorCode {
+				entries[j].receipt = r
+			}
 		}
 		if r.CallbackData != "" && entries[j].callback == "" {
 			entries[j].callback = r.CallbackData
@@ -290,15 +301,7 @@ func (p *Pipeline) merge(ctx context.Context, batch []store.LoggedReceipt, idx [
 		if entries[j].state.MessageID != "" {
 			continue // changed later in the batch: resolved with order
 		}
-		c := cur[skeys[j]]
-		entries[j].state = c
-		for _, i := range idx {
-			if r := batch[i].Receipt; r.AccountID == c.AccountID && r.MessageID == c.MessageID && r.Type == c.Type &&
-				r.EventTime.Equal(c.EventTime) && r.ErrorCode == c.ErrorCode {
-				entries[j].receipt = r
-				break
-			}
-		}
+		entries[j].state = cur[skeys[j]]
 		resolve = append(resolve, &entries[j])
 	}
 	if len(states) == 0 && both == nil {

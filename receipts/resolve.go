@@ -124,8 +124,8 @@ const resolveConcurrency = 16
 // wamid that is still sending or unknown, or failed when the status is
 // delivered or read (it adopts the wamid: this is how an ambiguous send
 // learns it was accepted and is not resent, and how a send given up on
-// learns it arrived). A state with no message yet is left in the store for the
-// dispatcher to read when it records the wamid.
+// learns it arrived). A state with no message yet is left in the store
+// for the dispatcher to read when it records the wamid.
 func (p *Pipeline) resolve(ctx context.Context, rs []*resolution) error {
 	if len(rs) == 0 {
 		return nil
@@ -168,27 +168,28 @@ func (p *Pipeline) resolve(ctx context.Context, rs []*resolution) error {
 			// by account too).
 			ok = false
 		}
+		// from is what the update may replace: for an adoption only what
+		// was seen, a message without a wamid (if the send's response
+		// records one meanwhile, it is kept, and that side applies the
+		// stored state itself); otherwise any status it moves forward.
+		var from []wamux.Status
 		adopt := false
 		if !ok && r.callback != "" {
-			if c, found := byID[r.callback]; found && c.WAMID == "" && c.AccountID == r.state.AccountID &&
-				slices.Contains(adoptable(target), c.Status) {
-				m, ok, adopt = c, true, true
+			if c, found := byID[r.callback]; found && c.WAMID == "" && c.AccountID == r.state.AccountID {
+				if pending := adoptable(target); slices.Contains(pending, c.Status) {
+					m, ok, adopt, from = c, true, true, pending
+				}
 			}
 		}
 		if !ok {
 			p.m.resolved.WithLabelValues("unmatched").Inc()
 			continue
 		}
-		from := ForwardFrom(target)
-		if adopt {
-			// Adopt only from what was seen: a message without a wamid.
-			// If the send's response recorded one meanwhile (accepted), it
-			// is kept, and that side applies the stored state itself.
-			from = adoptable(target)
-		}
-		if !slices.Contains(from, m.Status) {
-			p.m.resolved.WithLabelValues("stale").Inc()
-			continue
+		if !adopt {
+			if from = ForwardFrom(target); !slices.Contains(from, m.Status) {
+				p.m.resolved.WithLabelValues("stale").Inc()
+				continue
+			}
 		}
 		u := store.MessageUpdate{MsgID: m.ID, From: from, Status: target}
 		if adopt {
