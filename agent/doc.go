@@ -24,9 +24,9 @@
 // batch ("receipts[3]: …") dead-letters that receipt alone: the receipts
 // before it are sent on their own and the rest again, so good receipts
 // are not dropped with a bad one. Report validates receipts the way the
-// gateway does, so
-// in practice only configuration errors end there. A dead-lettered
-// receipt reported again is sent again, not dropped as a repeat.
+// gateway does, so in practice only configuration errors end there. A
+// dead-lettered receipt reported again is sent again, not dropped as a
+// repeat.
 //
 // Delivery is at least once. A batch whose ack was lost is sent again; the
 // gateway deduplicates on (message_id, account_id, type), so the repeat is
