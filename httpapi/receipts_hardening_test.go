@@ -4,22 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/httpapi"
-	"github.com/wamux/wamux/receipts"
 	"github.com/wamux/wamux/settings"
-	"github.com/wamux/wamux/store/sqlite"
 )
 
 // hardeningBundle: real SQLite, real settings, real receipt pipeline wired to
@@ -31,39 +23,8 @@ type hardeningBundle struct {
 
 func newHardeningBundle(t *testing.T) *hardeningBundle {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "wamux.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if _, err := st.CreateAccount(ctx, wamux.Account{ID: "acc1", PhoneNumberID: phoneID, AccessToken: testToken,
-		BaseURL: wamux.DefaultBaseURL, RatePerSec: 80, Burst: 80, State: wamux.AccountActive}); err != nil {
-		t.Fatal(err)
-	}
-	logs := &syncBuffer{}
-	log := slog.New(httpapi.WithRequestIDs(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	set, err := settings.Load(ctx, st, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	pipe, err := receipts.New(receipts.Config{Store: st, Registry: reg, Settings: set, Logger: log, BatchWait: 5 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pipe.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pipe.Stop(context.Background()) })
-	api, err := httpapi.New(httpapi.Config{Store: st, Registry: reg, APIKeys: []string{testKey}, Logger: log,
-		Receipts: pipe, Settings: set, AppSecret: appSecret, VerifyToken: verifyToken})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(api)
-	t.Cleanup(srv.Close)
-	return &hardeningBundle{receiptBundle: &receiptBundle{bundle: &bundle{srv: srv, store: st, logs: logs}, pipe: pipe}, set: set}
+	b, set := newReceiptServer(t, true)
+	return &hardeningBundle{receiptBundle: b, set: set}
 }
 
 // A boolean switch must be a boolean (or "true"/"false"): a number is a

@@ -18,6 +18,7 @@ import (
 	"github.com/wamux/wamux/httpapi"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/receipts"
+	"github.com/wamux/wamux/settings"
 	"github.com/wamux/wamux/store"
 	"github.com/wamux/wamux/store/sqlite"
 )
@@ -39,36 +40,49 @@ type receiptBundle struct {
 
 func newReceiptBundle(t *testing.T) *receiptBundle {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "wamux.db"), sqlite.Options{})
+	b, _ := newReceiptServer(t, false)
+	return b
+}
+
+// newReceiptServer starts the bundle, with the runtime settings (the
+// store's, wired to the pipeline and /v1/config) when withSettings.
+func newReceiptServer(t *testing.T, withSettings bool) (*receiptBundle, *settings.Manager) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "wamux.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	if _, err := st.CreateAccount(context.Background(), wamux.Account{ID: "acc1", PhoneNumberID: phoneID, AccessToken: testToken,
+	if _, err := st.CreateAccount(ctx, wamux.Account{ID: "acc1", PhoneNumberID: phoneID, AccessToken: testToken,
 		BaseURL: wamux.DefaultBaseURL, RatePerSec: 80, Burst: 80, State: wamux.AccountActive}); err != nil {
 		t.Fatal(err)
 	}
+	logs := &syncBuffer{}
+	log := slog.New(httpapi.WithRequestIDs(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	var set *settings.Manager
+	if withSettings {
+		if set, err = settings.Load(ctx, st, log); err != nil {
+			t.Fatal(err)
+		}
+	}
 	reg := prometheus.NewRegistry()
-	pipe, err := receipts.New(receipts.Config{Store: st, Registry: reg, BatchWait: 5 * time.Millisecond})
+	pipe, err := receipts.New(receipts.Config{Store: st, Registry: reg, Settings: set, Logger: log, BatchWait: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := pipe.Start(context.Background()); err != nil {
+	if err := pipe.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pipe.Stop(context.Background()) })
-	logs := &syncBuffer{}
-	api, err := httpapi.New(httpapi.Config{
-		Store: st, Registry: reg, APIKeys: []string{testKey},
-		Logger:   slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Receipts: pipe, AppSecret: appSecret + ", " + secondSecret, VerifyToken: verifyToken,
-	})
+	api, err := httpapi.New(httpapi.Config{Store: st, Registry: reg, APIKeys: []string{testKey}, Logger: log,
+		Receipts: pipe, Settings: set, AppSecret: appSecret + ", " + secondSecret, VerifyToken: verifyToken})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
-	return &receiptBundle{bundle: &bundle{srv: srv, store: st, logs: logs}, pipe: pipe}
+	return &receiptBundle{bundle: &bundle{srv: srv, store: st, logs: logs}, pipe: pipe}, set
 }
 
 func (b *receiptBundle) webhook(t *testing.T, body []byte, sig string) response {
