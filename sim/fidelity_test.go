@@ -36,13 +36,7 @@ func TestReadCanSkipDelivered(t *testing.T) {
 	wh.SkipDeliveredProbability = 0.5
 	h := start(t, sim.Config{Webhooks: wh})
 	const n = 40
-	for i := range n {
-		h.send(num, token, text(fmt.Sprint("1555000", 1000+i), fmt.Sprint("m", i)))
-	}
-	eventually(t, "all statuses", func() bool {
-		st := h.s.Stats().Webhooks
-		return st.Pending == 0 && st.Delivered > 0
-	})
+	sendAndSettle(t, h, n, 1000)
 	skipped := 0
 	for id, kinds := range byMessage(t, r) {
 		has := map[string]bool{}
@@ -66,22 +60,15 @@ func TestReadCanSkipDelivered(t *testing.T) {
 
 // Reference §6: failed is terminal and "a late sent" must not undo it, and
 // dedupe is on (wamid, status) plus errors[].code for failed: Meta can send
-// sent and then failed for one wamid, in either order. The sim only ever
-// sends a lone failed, so a gateway that lets sent overwrite failed passes.
+// sent and then failed for one wamid, in either order, so the sim can too
+// (a gateway that lets a late sent overwrite failed must not pass).
 func TestFailedCanComeWithSent(t *testing.T) {
 	r := newReceiver(t, nil)
 	wh := hookConfig(r)
 	wh.FailProbability = 1
 	wh.FailAfterSentProbability = 1
 	h := start(t, sim.Config{Webhooks: wh, Faults: sim.Faults{WebhookReorder: 1}})
-	const n = 20
-	for i := range n {
-		h.send(num, token, text(fmt.Sprint("1555000", 2000+i), fmt.Sprint("m", i)))
-	}
-	eventually(t, "all statuses", func() bool {
-		st := h.s.Stats().Webhooks
-		return st.Pending == 0 && st.Delivered > 0
-	})
+	sendAndSettle(t, h, 20, 2000)
 	lateSent := 0
 	for _, kinds := range byMessage(t, r) {
 		if len(kinds) == 2 && kinds[0] == "failed" && kinds[1] == "sent" {
@@ -185,4 +172,17 @@ func TestLimitErrorsShape(t *testing.T) {
 			}
 		}
 	}
+}
+
+// sendAndSettle sends n texts to distinct recipients (numbered from first)
+// and waits until every status they cause has been delivered.
+func sendAndSettle(t *testing.T, h *harness, n, first int) {
+	t.Helper()
+	for i := range n {
+		h.send(num, token, text(fmt.Sprint("1555000", first+i), fmt.Sprint("m", i)))
+	}
+	eventually(t, "all statuses", func() bool {
+		st := h.s.Stats().Webhooks
+		return st.Pending == 0 && st.Delivered > 0
+	})
 }
