@@ -69,9 +69,13 @@ var codeClasses = map[int]class{
 	131005: {Disable, 0}, // access denied
 	131042: {Disable, 0}, // payment problem on the account
 	133010: {Disable, 0}, // number not registered
+	// "Invalid ID": the business phone number (or its WABA) was deleted,
+	// or the token lacks access to it. Like 100/33 below, no message can
+	// fix it, and failing the account's messages one by one would only
+	// burn them: stop the account and route its recipients elsewhere.
+	33: {Disable, 0},
 	// This message will never go through as it is.
 	100:    {Permanent, 0},
-	33:     {Permanent, 0},
 	131008: {Permanent, 0},
 	131009: {Permanent, 0},
 	131021: {Permanent, 0},

@@ -47,6 +47,7 @@ func TestClassifyTable(t *testing.T) {
 		{"token 190", 401, errBody(190, 0), nil, nil, cloudapi.Disable, 0, 190},
 		{"permission 200", 403, errBody(200, 0), nil, nil, cloudapi.Disable, 0, 200},
 		{"unknown number 100/33", 400, errBody(100, 33), nil, nil, cloudapi.Disable, 0, 100},
+		{"deleted number 33", 400, errBody(33, 0), nil, nil, cloudapi.Disable, 0, 33},
 		{"bad param 100", 400, errBody(100, 0), nil, nil, cloudapi.Permanent, 0, 100},
 		{"undeliverable 131026", 400, errBody(131026, 0), nil, nil, cloudapi.Permanent, 0, 131026},
 		{"reengagement 131047", 400, errBody(131047, 0), nil, nil, cloudapi.Permanent, 0, 131047},

@@ -20,7 +20,8 @@ const (
 	// maintenance 131057, template-classification limit 131064).
 	Cooldown
 	// Disable: the account cannot send until an operator fixes it (policy
-	// block 368, locked 131031, bad or expired token 0/190, permissions).
+	// block 368, locked 131031, bad or expired token 0/190, permissions,
+	// deleted or invalid phone number id 33).
 	Disable
 	// Permanent: this message will never be accepted as it is (bad
 	// parameter, undeliverable recipient, template problem, opt-out …).
