@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/wamux/wamux"
@@ -90,6 +91,9 @@ func (w *worker) send(it *item) (action, time.Duration) {
 			// account's, not only this recipient's.
 			d.limiter.CoolDown(w.id, now.Add(res.Delay))
 			lim = d.limiter.Limit(w.id)
+			if res.Code == cloudapi.AppRateLimitCode {
+				d.coolDownApp(acct, now.Add(res.Delay))
+			}
 		}
 		if lim.State == wamux.AccountCooldown {
 			w.coolDown(lim.CooldownUntil)
@@ -252,6 +256,38 @@ func (w *worker) coolDown(until time.Time) {
 	if _, err := w.d.store.UpdateAccount(ctx, w.id, store.AccountPatch{CooldownUntil: &until}); err != nil {
 		w.d.log.Error("store cooldown", "account_id", w.id, "err", err)
 	}
+}
+
+// coolDownApp pauses, until the given time, the other accounts of the app
+// whose call limit from's send hit (code 4). An access token belongs to one
+// Meta app, so the accounts sending with the same token to the same API
+// host are that app's; sending on would only earn each its own code 4 and
+// keep the app over its limit. Accounts of the app with other tokens
+// cannot be told apart and learn it from their own code 4.
+func (d *Dispatcher) coolDownApp(from wamux.Account, until time.Time) {
+	d.mu.Lock()
+	var peers []*worker
+	for id, a := range d.accounts {
+		if id == from.ID || a.AccessToken != from.AccessToken || apiHost(a) != apiHost(from) {
+			continue
+		}
+		if w, ok := d.workers[id]; ok {
+			peers = append(peers, w)
+		}
+	}
+	d.mu.Unlock()
+	for _, w := range peers {
+		d.limiter.CoolDown(w.id, until)
+		w.coolDown(until)
+	}
+}
+
+// apiHost is the API root an account sends to, with the default filled in.
+func apiHost(a wamux.Account) string {
+	if a.BaseURL == "" {
+		return wamux.DefaultBaseURL
+	}
+	return strings.TrimRight(a.BaseURL, "/")
 }
 
 // disable stops an account the provider refuses (ban, lock, bad token)

@@ -26,6 +26,11 @@ const (
 	pairBackoffCap   = 1024 * time.Second
 )
 
+// AppRateLimitCode is Meta's code 4: the app reached its Graph API call
+// limit. The limit is the app's, shared by every number it sends for, so
+// the whole app backs off (reference §2), not only the number that hit it.
+const AppRateLimitCode = 4
+
 // PairBackoff is Meta's pair-limit schedule: after the hits-th consecutive
 // 131056 for one recipient (counting from 0), wait 4^hits seconds. The
 // client cannot know how many hits came before, so Classify uses hits = 0;
@@ -51,10 +56,10 @@ type class struct {
 // the code rather than the HTTP status, which sources disagree on.
 var codeClasses = map[int]class{
 	// Rate limits: rejected before sending.
-	130429: {SlowDown, ThroughputDelay},
-	4:      {SlowDown, AppLimitDelay},
-	80007:  {SlowDown, WABALimitDelay},
-	131056: {PairLimit, PairLimitDelay},
+	130429:           {SlowDown, ThroughputDelay},
+	AppRateLimitCode: {SlowDown, AppLimitDelay},
+	80007:            {SlowDown, WABALimitDelay},
+	131056:           {PairLimit, PairLimitDelay},
 	// Account-wide pauses.
 	131048: {Cooldown, SpamCooldown},
 	131057: {Cooldown, MaintenanceDelay},

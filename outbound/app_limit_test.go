@@ -1,0 +1,71 @@
+package outbound_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/outbound"
+	"github.com/wamux/wamux/provider/cloudapi"
+	"github.com/wamux/wamux/sim"
+)
+
+// addAccountWithToken is addAccount with a chosen access token, so that
+// several accounts can share one (numbers of one Meta app).
+func (e *env) addAccountWithToken(id, pnid, token string) wamux.Account {
+	e.t.Helper()
+	if err := e.sim.AddNumber(sim.Number{PhoneNumberID: pnid, AccessToken: token,
+		Limits: sim.Limits{Rate: 1000, PairInterval: time.Millisecond, PairBurst: 1000}}); err != nil {
+		e.t.Fatal(err)
+	}
+	a, err := e.store.CreateAccount(context.Background(), wamux.Account{ID: id, PhoneNumberID: pnid, AccessToken: token,
+		BaseURL: e.simURL, RatePerSec: 100, Burst: 10, State: wamux.AccountActive})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.d.AccountChanged(context.Background(), a); err != nil {
+		e.t.Fatal(err)
+	}
+	return a
+}
+
+// TestAppRateLimitPausesEveryAccountOfTheApp: code 4 is the Graph API's
+// application-wide call limit (reference §2: "back off the whole app").
+// Accounts sending with the same access token belong to the same app, so
+// one code 4 pauses all of them, in the limiter and in the store (a
+// restart keeps it); an account with another token is left alone.
+func TestAppRateLimitPausesEveryAccountOfTheApp(t *testing.T) {
+	clk := newFakeClock()
+	to := "15556400001"
+	sp, wrap := newScripted(map[string]cloudapi.Result{
+		to: {Outcome: cloudapi.SlowDown, Code: 4, Delay: cloudapi.AppLimitDelay, HTTPStatus: 400, Reason: "4: Application request limit reached"},
+	})
+	e := newEnv(t, envOpts{clock: clk, provider: wrap})
+	e.addAccountWithToken("app1-a", "6401", "token-app1")
+	e.addAccountWithToken("app1-b", "6402", "token-app1")
+	e.addAccountWithToken("app2-c", "6403", "token-app2")
+	m := textMsg(t, outbound.Request{AccountID: "app1-a", To: to})
+	e.submit(m)
+	waitFor(t, "the code 4 handled", 10*time.Second, func() bool {
+		return sp.callsTo(to) == 1 && e.status(m.ID) == wamux.StatusQueued
+	})
+	want := clk.Now().Add(cloudapi.AppLimitDelay)
+	for _, id := range []string{"app1-a", "app1-b"} {
+		lim := e.d.LimitState(id)
+		if lim.State != wamux.AccountCooldown || lim.CooldownUntil.Before(want) {
+			t.Fatalf("after code 4 on app1-a, %s (same token) is %s until %v; want paused until at least %v",
+				id, lim.State, lim.CooldownUntil, want)
+		}
+		a, err := e.store.GetAccount(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.CooldownUntil.Before(want) {
+			t.Fatalf("stored cooldown_until of %s = %v; want at least %v, so that a restart keeps the pause", id, a.CooldownUntil, want)
+		}
+	}
+	if lim := e.d.LimitState("app2-c"); lim.State != wamux.AccountActive {
+		t.Fatalf("app2-c (another token, another app) is %s until %v; want active", lim.State, lim.CooldownUntil)
+	}
+}
