@@ -228,10 +228,8 @@ func (w *worker) applyEarlyStatus(ctx context.Context, msgID, wamid string) {
 	if target == "" || target == wamux.StatusAccepted {
 		return
 	}
-	u := store.MessageUpdate{MsgID: msgID, From: receipts.ForwardFrom(target), Status: target}
-	if reason != "" {
-		u.LastError = &reason
-	}
+	u := store.MessageUpdate{MsgID: msgID, From: receipts.ForwardFrom(target), Status: target,
+		LastError: receipts.LastErrorFor(target, reason)}
 	if _, err := w.d.store.UpdateMessage(ctx, u); err != nil {
 		w.d.log.Error("apply early status", "account_id", w.id, "msg_id", msgID, "err", err)
 	}

@@ -52,6 +52,22 @@ func statusFor(state store.MessageState, title string) (wamux.Status, string) {
 	return "", ""
 }
 
+// LastErrorFor is the change a status applied to a message makes to its
+// last_error: the reason when there is one; cleared for delivered and read,
+// which prove arrival and override a failed status seen before (the failure
+// stays visible as the message's failed receipt time, so a last_error
+// naming it would only contradict the status); otherwise unchanged (nil).
+func LastErrorFor(target wamux.Status, reason string) *string {
+	switch {
+	case reason != "":
+		return &reason
+	case target == wamux.StatusDelivered || target == wamux.StatusRead:
+		cleared := ""
+		return &cleared
+	}
+	return nil
+}
+
 // FailureReason is the last error recorded for a failed status.
 func FailureReason(code int, title string) string {
 	if title == "" {
@@ -195,9 +211,7 @@ func (p *Pipeline) resolve(ctx context.Context, rs []*resolution) error {
 		if adopt {
 			u.WAMID = r.state.MessageID
 		}
-		if reason != "" {
-			u.LastError = &reason
-		}
+		u.LastError = LastErrorFor(target, reason)
 		updates = append(updates, u)
 		srcs = append(srcs, r)
 	}

@@ -176,3 +176,34 @@ func TestStatusOfOtherAccountByWAMIDIsNoMatch(t *testing.T) {
 		})
 	}
 }
+
+// m1 was accepted (wamid wA); a failed status (131049) marks it failed with
+// the reason as last_error. A later delivered status proves it arrived and
+// wins over failed: the message is delivered, and its last_error no longer
+// names a failure that did not happen in the end (the failed status stays
+// visible as the message's failed receipt time).
+func TestDeliveredAfterFailedClearsLastError(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			st := b.open(t)
+			storeMsg(t, st, "m1", "acc1", wamux.StatusAccepted, "wA")
+			p := startPipeline(t, receipts.Config{Store: st})
+			failed := rcpt("acc1", "wA", wamux.ReceiptFailed, 1)
+			failed.ErrorCode, failed.ErrorTitle = 131049, "not delivered to maintain healthy ecosystem engagement"
+			ingest(t, p, failed)
+			flush(t, p)
+			if m := getMsg(t, st, "m1"); m.Status != wamux.StatusFailed || m.LastError == "" {
+				t.Fatalf("after the failed status m1 = %s, last_error %q; want failed with the reason", m.Status, m.LastError)
+			}
+			ingest(t, p, rcpt("acc1", "wA", wamux.ReceiptDelivered, 2))
+			flush(t, p)
+			m := getMsg(t, st, "m1")
+			if m.Status != wamux.StatusDelivered {
+				t.Fatalf("m1 = %s, want delivered: delivered beats failed", m.Status)
+			}
+			if m.LastError != "" {
+				t.Fatalf("m1 is delivered but keeps last_error %q from the failed status it overrode", m.LastError)
+			}
+		})
+	}
+}
