@@ -41,6 +41,8 @@ type patchAccountRequest struct {
 	State       *string  `json:"state"`
 	AccessToken *string  `json:"access_token"`
 	BaseURL     *string  `json:"base_url"`
+	// CooldownUntil goes with state "cooldown": when the pause ends.
+	CooldownUntil *time.Time `json:"cooldown_until"`
 }
 
 // accountResponse is what clients see of an account: never the token.
@@ -84,6 +86,10 @@ func (s *Server) accountView(a wamux.Account) accountResponse {
 		if until := s.live.CooldownUntil(a.ID); a.State == wamux.AccountActive && until.After(time.Now()) {
 			v.State, v.CooldownUntil = string(wamux.AccountCooldown), &until
 		}
+	}
+	if a.State == wamux.AccountActive && v.State == string(wamux.AccountActive) && a.CooldownUntil.After(time.Now()) {
+		// A stored cooldown the send pipeline has not applied (none runs).
+		v.State = string(wamux.AccountCooldown)
 	}
 	return v
 }
@@ -224,7 +230,7 @@ func (s *Server) handlePatchAccount(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	p, err := req.validate()
+	p, err := req.validate(time.Now())
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -253,10 +259,13 @@ func (s *Server) handlePatchAccount(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.accountView(after))
 }
 
-func (req patchAccountRequest) validate() (store.AccountPatch, error) {
+func (req patchAccountRequest) validate(now time.Time) (store.AccountPatch, error) {
 	var p store.AccountPatch
 	if req.RatePerSec == nil && req.Burst == nil && req.State == nil && req.AccessToken == nil && req.BaseURL == nil {
 		return p, wamux.Errorf(wamux.EInvalid, "nothing to change: give rate_per_sec, burst, state, access_token or base_url")
+	}
+	if req.CooldownUntil != nil && (req.State == nil || wamux.AccountState(*req.State) != wamux.AccountCooldown) {
+		return p, wamux.Errorf(wamux.EInvalid, `cooldown_until goes with state "cooldown"`)
 	}
 	if req.RatePerSec != nil {
 		if err := validRate(*req.RatePerSec); err != nil {
@@ -276,10 +285,22 @@ func (req patchAccountRequest) validate() (store.AccountPatch, error) {
 			return p, wamux.Errorf(wamux.EInvalid, "state must be active, cooldown or disabled")
 		}
 		p.State = &st
-		if st == wamux.AccountActive {
+		switch st {
+		case wamux.AccountActive:
 			// Re-activating ends any cooldown the gateway had set.
 			zero := time.Time{}
 			p.CooldownUntil = &zero
+		case wamux.AccountCooldown:
+			until, err := operatorCooldown(req.CooldownUntil, now)
+			if err != nil {
+				return p, err
+			}
+			// Stored like a cooldown the gateway sets: an active account
+			// with a cooldown_until, which pauses it until then and lets it
+			// send again afterwards, across a restart too. A "cooldown"
+			// state stored as such would outlive its end.
+			active := wamux.AccountActive
+			p.State, p.CooldownUntil = &active, &until
 		}
 	}
 	if req.AccessToken != nil {
@@ -295,6 +316,19 @@ func (req patchAccountRequest) validate() (store.AccountPatch, error) {
 		p.BaseURL = req.BaseURL
 	}
 	return p, nil
+}
+
+// operatorCooldown checks the end of a cooldown an operator sets: without
+// an end, or with one already past, the account would show "cooldown"
+// without ever pausing or ever ending.
+func operatorCooldown(until *time.Time, now time.Time) (time.Time, error) {
+	switch {
+	case until == nil:
+		return time.Time{}, wamux.Errorf(wamux.EInvalid, `state "cooldown" needs cooldown_until, when it ends`)
+	case !until.After(now):
+		return time.Time{}, wamux.Errorf(wamux.EInvalid, `cooldown_until must be in the future; state "active" ends a cooldown`)
+	}
+	return until.UTC(), nil
 }
 
 // accountChanged tells the send pipeline; the change is stored already, so

@@ -253,10 +253,15 @@ func (d *Dispatcher) AccountChanged(ctx context.Context, a wamux.Account) error 
 	if err := d.limiter.SetLimit(ctx, a.ID, a.RatePerSec, a.Burst); err != nil {
 		return fmt.Errorf("outbound: limit for %s: %w", a.ID, err)
 	}
-	if a.State == wamux.AccountActive && a.CooldownUntil.IsZero() {
+	switch {
+	case a.State == wamux.AccountActive && a.CooldownUntil.IsZero():
 		// PATCH state=active clears cooldown_until: it ends the
 		// limiter's cooldown too, not only the stored one.
 		d.limiter.EndCooldown(a.ID)
+	case a.CooldownUntil.After(d.clock.Now()):
+		// PATCH state=cooldown stores when the pause ends; the limiter
+		// holds the account until then (it never shortens a longer one).
+		d.limiter.CoolDown(a.ID, a.CooldownUntil)
 	}
 	w.setAccount(a)
 	return nil
