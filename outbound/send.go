@@ -125,6 +125,9 @@ func (w *worker) send(it *item) (action, time.Duration) {
 		return actRetry, 0
 
 	default: // cloudapi.Unknown
+		if res.Overloaded {
+			w.slowDown(res)
+		}
 		it.retries++
 		ctx, cancel := bg()
 		defer cancel()
@@ -135,6 +138,18 @@ func (w *worker) send(it *item) (action, time.Duration) {
 		}
 		it.unknown = true
 		return actRetry, s.QuietPeriod
+	}
+}
+
+// slowDown lowers the account's rate after an answer saying the provider
+// is overloaded (a 503 without a recognised code) whose outcome is
+// unknown: the message itself waits for compensation, but the account
+// must not keep sending at full speed into the overload.
+func (w *worker) slowDown(res cloudapi.Result) {
+	d := w.d
+	d.metrics.throttled.WithLabelValues(w.id, strconv.Itoa(res.Code)).Inc()
+	if lim := d.limiter.OnThrottled(w.id); lim.State == wamux.AccountCooldown {
+		w.coolDown(lim.CooldownUntil)
 	}
 }
 

@@ -142,6 +142,10 @@ type sendResponse struct {
 func Classify(status int, body []byte, header http.Header, transportErr error) Result {
 	r := classify(status, body, transportErr)
 	r.HTTPStatus = status
+	if status == http.StatusServiceUnavailable && transportErr == nil {
+		_, known := classOf(r.Code)
+		r.Overloaded = r.Code == -1 || !known
+	}
 	if r.Outcome != Accepted {
 		if d, ok := retryAfter(header); ok {
 			r.Delay = d

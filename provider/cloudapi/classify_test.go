@@ -116,3 +116,34 @@ func TestOutcomeString(t *testing.T) {
 		seen[s] = true
 	}
 }
+
+// TestClassifyOverloaded: a 503 without a recognised code says the
+// provider is overloaded (reference §2: treat it as a throttle too), while
+// its outcome stays unknown (§7: a 5xx may have been taken); a recognised
+// code decides by itself, and other 5xx say nothing about load.
+func TestClassifyOverloaded(t *testing.T) {
+	tests := []struct {
+		name   string
+		status int
+		body   []byte
+		want   bool
+	}{
+		{"bare 503", 503, []byte("<html>Service Unavailable</html>"), true},
+		{"503 with an unlisted code", 503, errBody(987654, 0), true},
+		{"503 with code 2", 503, errBody(2, 0), false},
+		{"503 with code 131056", 503, errBody(131056, 0), false},
+		{"bare 502", 502, nil, false},
+		{"bare 500", 500, nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := cloudapi.Classify(tt.status, tt.body, http.Header{}, nil)
+			if r.Overloaded != tt.want {
+				t.Fatalf("overloaded = %v, want %v (outcome %v)", r.Overloaded, tt.want, r.Outcome)
+			}
+			if tt.want && r.Outcome != cloudapi.Unknown {
+				t.Fatalf("outcome %v, want unknown: a 5xx may have been taken", r.Outcome)
+			}
+		})
+	}
+}

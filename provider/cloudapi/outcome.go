@@ -71,6 +71,11 @@ type Result struct {
 	// is -1 when the response carried no error code at all.
 	Code    int
 	Subcode int
+	// Overloaded is set on an HTTP 503 without a recognised error code:
+	// whatever the outcome (Unknown: it may have been taken), the provider
+	// says it is overloaded, and the account should slow down as after a
+	// throttle (reference §2).
+	Overloaded bool
 	// Reason is a short, client-safe explanation (Meta's title and details
 	// or the transport failure). It never contains the access token.
 	Reason string
