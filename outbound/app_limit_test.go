@@ -69,3 +69,31 @@ func TestAppRateLimitPausesEveryAccountOfTheApp(t *testing.T) {
 		t.Fatalf("app2-c (another token, another app) is %s until %v; want active", lim.State, lim.CooldownUntil)
 	}
 }
+
+// TestNewRecipientQueuedWhileEveryAccountCoolsDown: a cooldown is the
+// gateway pacing itself, not an account out of service. When every
+// account is cooling down (one account after a spam limit here; every
+// account of an app after a code 4), a new recipient's message is still
+// taken and queued on the account whose cooldown ends first, not refused
+// as if no account could ever send it.
+func TestNewRecipientQueuedWhileEveryAccountCoolsDown(t *testing.T) {
+	clk := newFakeClock()
+	first := "15556600001"
+	sp, wrap := newScripted(map[string]cloudapi.Result{
+		first: {Outcome: cloudapi.Cooldown, Code: 131048, Delay: cloudapi.SpamCooldown, HTTPStatus: 400, Reason: "131048: spam rate limit"},
+	})
+	e := newEnv(t, envOpts{clock: clk, provider: wrap})
+	e.addAccountWithToken("only", "6601", "token-only")
+	m := textMsg(t, outbound.Request{AccountID: "only", To: first})
+	e.submit(m)
+	waitFor(t, "the cooldown", 10*time.Second, func() bool {
+		return sp.callsTo(first) == 1 && e.status(m.ID) == wamux.StatusQueued && e.d.LimitState("only").State == wamux.AccountCooldown
+	})
+	res, err := e.d.Submit(context.Background(), []wamux.Message{textMsg(t, outbound.Request{To: "15556600002"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Err != nil || res[0].Message.AccountID != "only" {
+		t.Fatalf("new recipient during the cooldown: account %q, error %v; want queued on the cooling account", res[0].Message.AccountID, res[0].Err)
+	}
+}

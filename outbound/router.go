@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/wamux/wamux"
 )
@@ -20,8 +21,9 @@ func (d *Dispatcher) usable(a wamux.Account) bool {
 // route returns the account that sends to a recipient. A recipient keeps
 // its owner (sticky: one conversation, one business number); a recipient
 // without one, or whose owner is disabled or cooling down, gets the pool
-// account with the most tokens relative to its capacity, and the choice is
-// recorded with its reason.
+// account with the most tokens relative to its capacity (when every active
+// account is cooling down, the one whose cooldown ends first), and the
+// choice is recorded with its reason.
 //
 // planned counts the messages already given to each account earlier in the
 // same batch: they take tokens as soon as they reach the worker, so they
@@ -60,21 +62,25 @@ func (d *Dispatcher) route(ctx context.Context, to string, planned map[string]in
 		tokens, _ := d.limiter.Tokens(ctx, a.ID)
 		cands = append(cands, candidate{a.ID, (tokens - float64(planned[a.ID])) / float64(max(a.Burst, 1))})
 	}
-	if len(cands) == 0 {
-		if owner != "" {
-			// Nobody better: keep the owner; its queue holds the message
-			// until the account is back.
-			return owner, nil
+	var pick string
+	switch {
+	case len(cands) > 0:
+		sort.Slice(cands, func(i, j int) bool {
+			if cands[i].ratio != cands[j].ratio {
+				return cands[i].ratio > cands[j].ratio
+			}
+			return cands[i].id < cands[j].id
+		})
+		pick = cands[0].id
+	case owner != "":
+		// Nobody better: keep the owner; its queue holds the message
+		// until the account is back.
+		return owner, nil
+	default:
+		if pick = d.firstBackFromCooldown(pool); pick == "" {
+			return "", wamux.Errorf(wamux.EUnavailable, "no active account to send from; create one or re-enable one")
 		}
-		return "", wamux.Errorf(wamux.EUnavailable, "no active account to send from; create one or re-enable one")
 	}
-	sort.Slice(cands, func(i, j int) bool {
-		if cands[i].ratio != cands[j].ratio {
-			return cands[i].ratio > cands[j].ratio
-		}
-		return cands[i].id < cands[j].id
-	})
-	pick := cands[0].id
 	reason := "first"
 	if owner != "" {
 		reason = "owner_unavailable"
@@ -84,4 +90,24 @@ func (d *Dispatcher) route(ctx context.Context, to string, planned map[string]in
 	}
 	d.metrics.reroutes.WithLabelValues(reason).Inc()
 	return pick, nil
+}
+
+// firstBackFromCooldown is the active account whose cooldown ends first,
+// or "" when none is active. Every account cooling down at once (all of an
+// app's after a code 4, or the only one after repeated 429s) is the
+// gateway pacing itself: a new recipient's message is queued there, as an
+// owned recipient's is, rather than refused.
+func (d *Dispatcher) firstBackFromCooldown(pool []wamux.Account) string {
+	var pick string
+	var end time.Time
+	for _, a := range pool {
+		if a.State != wamux.AccountActive {
+			continue
+		}
+		until := d.limiter.Limit(a.ID).CooldownUntil
+		if pick == "" || until.Before(end) || (until.Equal(end) && a.ID < pick) {
+			pick, end = a.ID, until
+		}
+	}
+	return pick
 }
