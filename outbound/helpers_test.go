@@ -43,8 +43,11 @@ func (c *fakeClock) Advance(d time.Duration) {
 }
 
 type env struct {
-	t        *testing.T
-	store    store.Store
+	t     *testing.T
+	store store.Store
+	// dstore is the store the dispatcher uses: store, or a wrapper around
+	// it that fails on demand.
+	dstore   store.Store
 	sim      *sim.Server
 	simURL   string
 	provider outbound.Provider
@@ -61,6 +64,9 @@ type envOpts struct {
 	settings map[string]string
 	provider func(base outbound.Provider) outbound.Provider
 	dbPath   string
+	// wrapStore wraps the store the dispatcher sees (the test reads the
+	// real one).
+	wrapStore func(store.Store) store.Store
 }
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -79,7 +85,10 @@ func newEnv(t *testing.T, o envOpts) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	e.store = st
+	e.store, e.dstore = st, st
+	if o.wrapStore != nil {
+		e.dstore = o.wrapStore(st)
+	}
 	if o.simCfg.Logger == nil {
 		o.simCfg.Logger = quietLog()
 	}
@@ -122,7 +131,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 func (e *env) start() {
 	e.t.Helper()
 	e.reg = prometheus.NewRegistry()
-	d, err := outbound.New(outbound.Config{Store: e.store, Provider: e.provider, Settings: e.settings,
+	d, err := outbound.New(outbound.Config{Store: e.dstore, Provider: e.provider, Settings: e.settings,
 		Logger: quietLog(), Registry: e.reg, Clock: e.clock})
 	if err != nil {
 		e.t.Fatal(err)

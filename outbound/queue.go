@@ -31,6 +31,9 @@ type item struct {
 	// counted: included in the worker's unknown-outcome count (owned by
 	// the worker's run goroutine, like the count).
 	counted bool
+	// maybeSending: the last write marking it sending failed, perhaps
+	// after committing; the next attempt accepts sending as its start.
+	maybeSending bool
 }
 
 // recipient is the FIFO of one recipient's messages in one account. At most

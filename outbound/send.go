@@ -39,13 +39,20 @@ func (w *worker) send(it *item) (action, time.Duration) {
 	if it.resend {
 		from = []wamux.Status{wamux.StatusUnknown}
 	}
+	if it.maybeSending {
+		// The last try of this write failed but may have committed; the
+		// provider was not called after it, so sending is ours to retry.
+		from = append(from, wamux.StatusSending)
+	}
 	ctx, cancel := bg()
 	ok, err := d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: it.msg.ID, From: from, Status: wamux.StatusSending, AttemptsDelta: 1})
 	cancel()
 	if err != nil {
 		d.log.Error("store sending status", "account_id", w.id, "msg_id", it.msg.ID, "err", err)
+		it.maybeSending = true
 		return actRetry, time.Second
 	}
+	it.maybeSending = false
 	if !ok {
 		// Someone else moved it on (a status resolved it, an operator
 		// dropped it): nothing to send.
@@ -129,10 +136,8 @@ func (w *worker) send(it *item) (action, time.Duration) {
 			w.slowDown(res)
 		}
 		it.retries++
-		ctx, cancel := bg()
-		defer cancel()
 		why := "outcome unknown: " + reason
-		if _, err := d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: it.msg.ID, From: []wamux.Status{wamux.StatusSending},
+		if _, err := w.record(store.MessageUpdate{MsgID: it.msg.ID, From: []wamux.Status{wamux.StatusSending},
 			Status: wamux.StatusUnknown, LastError: &why}); err != nil {
 			d.log.Error("store unknown status", "account_id", w.id, "msg_id", it.msg.ID, "err", err)
 		}
@@ -183,9 +188,7 @@ func (w *worker) compensate(it *item) (action, time.Duration) {
 	}
 	if it.retries >= s.MaxAttempts {
 		why := fmt.Sprintf("outcome still unknown after %d attempts", it.retries)
-		ctx, cancel := bg()
-		defer cancel()
-		if _, err := d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: it.msg.ID, From: []wamux.Status{wamux.StatusUnknown},
+		if _, err := w.record(store.MessageUpdate{MsgID: it.msg.ID, From: []wamux.Status{wamux.StatusUnknown},
 			Status: wamux.StatusFailed, LastError: &why}); err != nil {
 			d.log.Error("store failed status", "account_id", w.id, "msg_id", it.msg.ID, "err", err)
 		}
@@ -198,14 +201,14 @@ func (w *worker) compensate(it *item) (action, time.Duration) {
 
 // finish records a final outcome of an attempt.
 func (w *worker) finish(it *item, st wamux.Status, wamid string, lastErr *string) {
-	ctx, cancel := bg()
-	defer cancel()
-	ok, err := w.d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: it.msg.ID, From: []wamux.Status{wamux.StatusSending},
+	ok, err := w.record(store.MessageUpdate{MsgID: it.msg.ID, From: []wamux.Status{wamux.StatusSending},
 		Status: st, WAMID: wamid, LastError: lastErr})
 	if err != nil {
 		w.d.log.Error("store send outcome", "account_id", w.id, "msg_id", it.msg.ID, "status", st, "err", err)
 		return
 	}
+	ctx, cancel := bg()
+	defer cancel()
 	if wamid == "" {
 		return
 	}
@@ -252,11 +255,46 @@ func (w *worker) applyEarlyStatus(ctx context.Context, msgID, wamid string) {
 
 // requeue puts a message that was not sent back to queued.
 func (w *worker) requeue(it *item, reason string) {
-	ctx, cancel := bg()
-	defer cancel()
-	if _, err := w.d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: it.msg.ID, From: []wamux.Status{wamux.StatusSending},
+	if _, err := w.record(store.MessageUpdate{MsgID: it.msg.ID, From: []wamux.Status{wamux.StatusSending},
 		Status: wamux.StatusQueued, LastError: &reason}); err != nil {
 		w.d.log.Error("store requeue", "account_id", w.id, "msg_id", it.msg.ID, "err", err)
+	}
+}
+
+// Waits between the tries of an outcome write (record).
+const (
+	recordRetryBase = 50 * time.Millisecond
+	recordRetryMax  = 5 * time.Second
+)
+
+// record stores the outcome of a provider call (accepted, failed, unknown,
+// back to queued), trying again while the store fails. Giving up would
+// leave the message in sending with nothing in this process to move it
+// on: never sent again, never failed, never compensated until a restart.
+// The tries end only when the store refuses the update for good (a domain
+// error) or when the dispatcher abandons its calls (Stop's bound ran out):
+// the message then stays sending, which the next Start makes unknown.
+func (w *worker) record(u store.MessageUpdate) (bool, error) {
+	delay := recordRetryBase
+	for {
+		ctx, cancel := bg()
+		ok, err := w.d.store.UpdateMessage(ctx, u)
+		cancel()
+		if err == nil {
+			return ok, nil
+		}
+		if c := wamux.ErrorCode(err); c != wamux.EInternal && c != wamux.EUnavailable {
+			return false, err
+		}
+		w.d.log.Warn("store send outcome failed; retrying", "account_id", w.id, "msg_id", u.MsgID, "status", u.Status, "err", err)
+		t := time.NewTimer(rand.N(delay) + 1)
+		select {
+		case <-t.C:
+		case <-w.d.sendCtx.Done():
+			t.Stop()
+			return false, fmt.Errorf("store %s outcome, abandoned at stop: %w", u.Status, err)
+		}
+		delay = min(2*delay, recordRetryMax)
 	}
 }
 
