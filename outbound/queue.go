@@ -13,7 +13,8 @@ type item struct {
 	enqueued time.Time
 	// retries counts attempts that count against max_attempts: certain
 	// failures and unknown outcomes, not throttles (those are the
-	// account's fault, not the message's).
+	// account's fault, not the message's). The message's stored attempts
+	// keep the same count, so restore starts from it.
 	retries int
 	// unknown: the last attempt's outcome is unknown; before anything else
 	// the compensator must look for a status that resolves it.

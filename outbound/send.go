@@ -86,7 +86,7 @@ func (w *worker) send(it *item) (action, time.Duration) {
 			return actDone, 0
 		}
 		d.metrics.retries.WithLabelValues(w.id, "retry").Inc()
-		w.requeue(it, reason)
+		w.requeue(it, reason, 0)
 		return actRetry, max(res.Delay, backoff(s.BackoffBase, s.BackoffCap, it.retries))
 
 	case cloudapi.SlowDown:
@@ -105,14 +105,14 @@ func (w *worker) send(it *item) (action, time.Duration) {
 		if lim.State == wamux.AccountCooldown {
 			w.coolDown(lim.CooldownUntil)
 		}
-		w.requeue(it, reason)
+		w.requeue(it, reason, -1)
 		return actRetry, max(res.Delay, s.BackoffBase)
 
 	case cloudapi.PairLimit:
 		d.metrics.throttled.WithLabelValues(w.id, strconv.Itoa(res.Code)).Inc()
 		d.metrics.retries.WithLabelValues(w.id, "pair_limit").Inc()
 		d.pairs.OnPairLimited(w.id, it.msg.To)
-		w.requeue(it, reason)
+		w.requeue(it, reason, -1)
 		// Meta's advice for 131056: wait 4^X seconds, X the hits so far.
 		delay := max(res.Delay, s.PairInterval, cloudapi.PairBackoff(it.pairHits))
 		it.pairHits++
@@ -123,12 +123,12 @@ func (w *worker) send(it *item) (action, time.Duration) {
 		d.limiter.CoolDown(w.id, until)
 		w.coolDown(until)
 		d.metrics.retries.WithLabelValues(w.id, "cooldown").Inc()
-		w.requeue(it, reason)
+		w.requeue(it, reason, -1)
 		return actRetry, until.Sub(now)
 
 	case cloudapi.Disable:
 		w.disable(reason)
-		w.requeue(it, reason)
+		w.requeue(it, reason, -1)
 		return actRetry, 0
 
 	default: // cloudapi.Unknown
@@ -253,10 +253,13 @@ func (w *worker) applyEarlyStatus(ctx context.Context, msgID, wamid string) {
 	}
 }
 
-// requeue puts a message that was not sent back to queued.
-func (w *worker) requeue(it *item, reason string) {
+// requeue puts a message that was not sent back to queued. A throttle
+// gives back the attempt the sending write counted (attemptsDelta -1):
+// the stored attempts are those that count against max_attempts, which
+// restore reads back.
+func (w *worker) requeue(it *item, reason string, attemptsDelta int) {
 	if _, err := w.record(store.MessageUpdate{MsgID: it.msg.ID, From: []wamux.Status{wamux.StatusSending},
-		Status: wamux.StatusQueued, LastError: &reason}); err != nil {
+		Status: wamux.StatusQueued, LastError: &reason, AttemptsDelta: attemptsDelta}); err != nil {
 		w.d.log.Error("store requeue", "account_id", w.id, "msg_id", it.msg.ID, "err", err)
 	}
 }

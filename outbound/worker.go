@@ -161,7 +161,10 @@ func (w *worker) restore(ctx context.Context) error {
 	now := w.d.clock.Now()
 	quiet := w.d.settings.Current().QuietPeriod
 	for _, m := range queued {
-		it := &item{msg: m, enqueued: m.CreatedAt}
+		// The stored attempts are those that count against max_attempts
+		// (requeue gives a throttle's back): the count and the backoff go
+		// on from there instead of starting again at every restart.
+		it := &item{msg: m, enqueued: m.CreatedAt, retries: m.Attempts}
 		if m.Status == wamux.StatusUnknown {
 			it.unknown, it.counted = true, true
 			w.unknownN++

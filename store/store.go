@@ -123,7 +123,9 @@ type MessageUpdate struct {
 	Status wamux.Status
 	// WAMID is set when non-empty; it is never cleared.
 	WAMID string
-	// AttemptsDelta is added to Attempts (1 before each provider call).
+	// AttemptsDelta is added to Attempts: 1 before each provider call, -1
+	// when its answer was a throttle, which does not count against
+	// max_attempts.
 	AttemptsDelta int
 	// LastError replaces the last error when non-nil.
 	LastError *string
