@@ -311,7 +311,8 @@ func (d *Dispatcher) Submit(ctx context.Context, msgs []wamux.Message) ([]Submit
 	results := make([]SubmitResult, len(msgs))
 	var toInsert []wamux.Message
 	var idx []int
-	planned := map[string]int{} // messages of this batch per account, not yet charged
+	planned := map[string]int{}      // messages of this batch per account, not yet charged
+	routedIDs := map[string]string{} // msg_id → account, for repeats inside the batch
 	for i, m := range msgs {
 		if m.AccountID != "" {
 			if _, err := d.account(ctx, m.AccountID); err != nil {
@@ -321,12 +322,24 @@ func (d *Dispatcher) Submit(ctx context.Context, msgs []wamux.Message) ([]Submit
 		}
 		routed := m
 		if routed.AccountID == "" {
+			if acc, ok := routedIDs[m.ID]; ok {
+				// The store finds it a duplicate or a conflict; it
+				// takes no routing and no share of the plan.
+				routed.AccountID = acc
+				toInsert, idx = append(toInsert, routed), append(idx, i)
+				continue
+			}
+			if res, ok := d.storedResult(ctx, m); ok {
+				results[i] = res
+				continue
+			}
 			acc, err := d.route(ctx, m.To, planned)
 			if err != nil {
 				results[i].Err = err
 				continue
 			}
 			routed.AccountID = acc
+			routedIDs[m.ID] = acc
 		}
 		planned[routed.AccountID]++
 		toInsert = append(toInsert, routed)
@@ -363,6 +376,27 @@ func (d *Dispatcher) Submit(ctx context.Context, msgs []wamux.Message) ([]Submit
 		}
 	}
 	return results, nil
+}
+
+// storedResult answers a message that needs routing whose msg_id is
+// already stored: a client's retry. It is looked up before routing because
+// routing it again would change what a retry must leave alone: the
+// recipient's owner (moved off an account that went out of service since),
+// the recorded moves and the batch's plan. ok is false when the msg_id is
+// new; a failed lookup is that message's error.
+func (d *Dispatcher) storedResult(ctx context.Context, m wamux.Message) (SubmitResult, bool) {
+	existing, err := d.store.GetMessage(ctx, m.ID)
+	switch {
+	case wamux.ErrorCode(err) == wamux.ENotFound:
+		return SubmitResult{}, false
+	case err != nil:
+		return SubmitResult{Err: fmt.Errorf("outbound: look up msg_id: %w", err)}, true
+	}
+	if r := store.Blocked(m, existing, true); r.Outcome == store.Conflict {
+		return SubmitResult{Err: conflictError(m, r.Existing)}, true
+	}
+	d.metrics.duplicates.Inc()
+	return SubmitResult{Message: existing, Duplicate: true}, true
 }
 
 func conflictError(m wamux.Message, existing *wamux.Message) error {
