@@ -280,11 +280,27 @@ func (w *worker) intake() {
 		return
 	}
 	s := w.d.settings.Current()
+	if !s.Ordering {
+		// What waited goes out before what arrives now.
+		w.flushWaiting(s)
+	}
 	now := w.d.clock.Now()
 	var toQueue, held []wamux.Message
 	seqChanged := false
 	for _, m := range inbox {
-		if m.ClientSeq == 0 || !s.Ordering {
+		if m.ClientSeq == 0 {
+			toQueue = append(toQueue, m)
+			continue
+		}
+		if !s.Ordering {
+			// Dedup only: it goes out now, and the buffer learns so, or
+			// once ordering is on again the next seq would wait the gap
+			// timeout for this one.
+			passed, err := w.buf.Pass(now, m.ClientSeq)
+			if err != nil {
+				w.d.log.Error("reorder buffer refused a passing message", "account_id", w.id, "msg_id", m.ID, "err", err)
+			}
+			seqChanged = seqChanged || passed
 			toQueue = append(toQueue, m)
 			continue
 		}
@@ -312,10 +328,8 @@ func (w *worker) intake() {
 // will be due.
 func (w *worker) expire() time.Time {
 	s := w.d.settings.Current()
-	if !s.Ordering && w.buf.Len() > 0 {
-		// Ordering switched off: whatever waits goes out now.
-		ex := w.buf.Expire(w.d.clock.Now().Add(s.GapTimeout+time.Hour), s.GapTimeout)
-		w.applyExpired(ex, s)
+	if !s.Ordering {
+		w.flushWaiting(s)
 		return time.Time{}
 	}
 	ex := w.buf.Expire(w.d.clock.Now(), s.GapTimeout)
@@ -325,6 +339,16 @@ func (w *worker) expire() time.Time {
 		return time.Time{}
 	}
 	return next
+}
+
+// flushWaiting releases everything the reorder buffer holds: ordering is
+// switched off.
+func (w *worker) flushWaiting(s settings.Values) {
+	if w.buf.Len() == 0 {
+		return
+	}
+	ex := w.buf.Expire(w.d.clock.Now().Add(s.GapTimeout+time.Hour), s.GapTimeout)
+	w.applyExpired(ex, s)
 }
 
 func (w *worker) applyExpired(ex sequence.Expired[wamux.Message], s settings.Values) {

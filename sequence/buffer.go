@@ -147,6 +147,30 @@ func (b *Buffer[T]) Offer(now time.Time, seq int64, item T) (Result[T], error) {
 	return res, nil
 }
 
+// Pass records that seq went out without the buffer, as it does while
+// ordering is switched off (dedup only), and reports whether the state
+// changed. NextSeq moves past seq, so that once ordering is on again
+// nothing waits for a seq that was already sent. The seqs it jumped over
+// are remembered like skipped ones (one arriving later is Held: it would
+// now go out of order) but not counted in GapsSkipped: nobody waited for
+// them. Items waiting in the buffer must be released first.
+func (b *Buffer[T]) Pass(now time.Time, seq int64) (bool, error) {
+	switch {
+	case seq < 1:
+		return false, fmt.Errorf("pass seq %d of %s: %w", seq, b.state.AccountID, ErrInvalidSeq)
+	case len(b.waiting) > 0:
+		return false, fmt.Errorf("pass seq %d of %s: %w", seq, b.state.AccountID, ErrItemsWaiting)
+	case seq < b.state.NextSeq:
+		return false, nil
+	}
+	if seq > b.state.NextSeq {
+		b.remember(Range{From: b.state.NextSeq, To: seq - 1})
+	}
+	b.state.NextSeq = seq + 1
+	b.state.UpdatedAt = now
+	return true, nil
+}
+
 // classifyPast tells what a seq below NextSeq was.
 func (b *Buffer[T]) classifyPast(seq int64) Outcome {
 	if seq < b.knownFrom {
@@ -214,12 +238,18 @@ func (b *Buffer[T]) Expire(now time.Time, timeout time.Duration) Expired[T] {
 func (b *Buffer[T]) skip(r Range) Range {
 	b.state.GapsSkipped += r.Len()
 	b.state.NextSeq = r.To + 1
+	b.remember(r)
+	return r
+}
+
+// remember adds r, above every range remembered, to the skip ranges,
+// forgetting the oldest beyond maxSkipped.
+func (b *Buffer[T]) remember(r Range) {
 	b.skipped = append(b.skipped, r)
 	if len(b.skipped) > b.maxSkipped {
 		b.knownFrom = b.skipped[0].To + 1
 		b.skipped = append(b.skipped[:0], b.skipped[1:]...)
 	}
-	return r
 }
 
 // NextDeadline is when the oldest waiting item's gap timeout runs out, so a

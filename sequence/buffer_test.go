@@ -217,3 +217,34 @@ func TestInvalidInput(t *testing.T) {
 	}
 	offer(t, b, t0, 1, sequence.Released, 1)
 }
+
+// TestPassMovesNextSeqWithoutGaps: seqs that went out while ordering was
+// off move NextSeq, so nothing waits for them later; a seq they jumped
+// over is Held when it comes, and nothing counts as a skipped gap.
+func TestPassMovesNextSeqWithoutGaps(t *testing.T) {
+	t.Parallel()
+	b := sequence.NewBuffer[string]("a", 0)
+	offer(t, b, t0, 1, sequence.Released, 1)
+	for _, seq := range []int64{2, 3, 5, 4} {
+		if _, err := b.Pass(t0, seq); err != nil {
+			t.Fatalf("Pass(%d): %v", seq, err)
+		}
+	}
+	if st := b.State(); st.NextSeq != 6 || st.GapsSkipped != 0 {
+		t.Fatalf("after passing 2, 3, 5, 4: %+v, want NextSeq 6 and no gaps", st)
+	}
+	offer(t, b, t0, 6, sequence.Released, 6)
+	offer(t, b, t0, 5, sequence.Duplicate)
+	if changed, err := b.Pass(t0, 8); !changed || err != nil {
+		t.Fatalf("Pass(8) = %v, %v; want a change", changed, err)
+	}
+	offer(t, b, t0, 7, sequence.Held) // jumped over by 8
+	offer(t, b, t0, 9, sequence.Released, 9)
+	offer(t, b, t0, 11, sequence.Waiting)
+	if _, err := b.Pass(t0, 12); !errors.Is(err, sequence.ErrItemsWaiting) {
+		t.Fatalf("Pass while 11 waits: %v, want ErrItemsWaiting", err)
+	}
+	if _, err := b.Pass(t0, 0); !errors.Is(err, sequence.ErrInvalidSeq) {
+		t.Fatalf("Pass(0): %v, want ErrInvalidSeq", err)
+	}
+}

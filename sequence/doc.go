@@ -18,6 +18,10 @@
 //   - seq < NextSeq but older than the buffer's memory: Late. See Late for
 //     how the caller tells held from duplicate with its store.
 //
+// While ordering is switched off (dedup only), seqs go out without waiting;
+// Pass tells the buffer, so that NextSeq follows them and, once ordering is
+// on again, nothing waits for a seq already sent.
+//
 // Everything here is pure: time comes in as arguments (Buffer) or from an
 // injected Clock (Sequencer), and persistence is the caller's, through
 // State (a store.SeqState) and RestoreBuffer.

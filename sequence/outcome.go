@@ -75,6 +75,10 @@ func (r Range) Len() int64 { return r.To - r.From + 1 }
 // never reaches the buffer) and for a restored state with NextSeq below 1.
 var ErrInvalidSeq = errors.New("sequence: seq must be at least 1")
 
+// ErrItemsWaiting is returned by Pass while items wait in the buffer: they
+// must be released (Expire) before a seq may pass them.
+var ErrItemsWaiting = errors.New("sequence: items are waiting; release them first")
+
 // ErrInvalidTimeout is returned for a negative gap timeout.
 var ErrInvalidTimeout = errors.New("sequence: gap timeout must not be negative")
 
