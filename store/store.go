@@ -204,6 +204,13 @@ type ReceiptStore interface {
 	// HasReceipts reports for each key whether a receipt with that triple is
 	// stored; the Bloom layer confirms its hits with it.
 	HasReceipts(ctx context.Context, keys []ReceiptKey) ([]bool, error)
+	// HasCallbackReceipts reports for each key whether the receipt stored
+	// with that triple carries callback data (a non-empty
+	// biz_opaque_callback_data). The Bloom layer confirms with it the hits
+	// of receipts that carry some: such a receipt repeats only a stored
+	// copy that carried some too, as a copy without it (an agent's) could
+	// not resolve the message its callback data names.
+	HasCallbackReceipts(ctx context.Context, keys []ReceiptKey) ([]bool, error)
 	// ListReceipts returns the receipts stored for one provider message.
 	ListReceipts(ctx context.Context, accountID, messageID string) ([]wamux.Receipt, error)
 

@@ -86,6 +86,23 @@ func (s *Store) InsertReceipts(ctx context.Context, rs []wamux.Receipt) ([]bool,
 
 // HasReceipts looks all keys up in one query.
 func (s *Store) HasReceipts(ctx context.Context, keys []store.ReceiptKey) ([]bool, error) {
+	return s.hasReceipts(ctx, keys, hasReceiptsSQL)
+}
+
+// HasCallbackReceipts looks all keys up in one query, as HasReceipts, and
+// reports only the rows that carry callback data.
+func (s *Store) HasCallbackReceipts(ctx context.Context, keys []store.ReceiptKey) ([]bool, error) {
+	return s.hasReceipts(ctx, keys, hasReceiptsSQL+` AND r.callback_data <> ''`)
+}
+
+// hasReceiptsSQL selects the ordinal of each key of ($1, $2, $3) that has
+// a receipt row r.
+const hasReceiptsSQL = `SELECT k.i FROM unnest($1::text[], $2::text[], $3::text[])
+			WITH ORDINALITY AS k(m, a, t, i)
+		JOIN receipts r ON r.message_id = k.m AND r.account_id = k.a AND r.receipt_type = k.t`
+
+// hasReceipts marks the keys q selects.
+func (s *Store) hasReceipts(ctx context.Context, keys []store.ReceiptKey, q string) ([]bool, error) {
 	out := make([]bool, len(keys))
 	if len(keys) == 0 {
 		return out, nil
@@ -103,9 +120,7 @@ func (s *Store) HasReceipts(ctx context.Context, keys []store.ReceiptKey) ([]boo
 	if len(pos) == 0 {
 		return out, nil
 	}
-	rows, err := s.pool.Query(ctx, `SELECT k.i FROM unnest($1::text[], $2::text[], $3::text[])
-			WITH ORDINALITY AS k(m, a, t, i)
-		JOIN receipts r ON r.message_id = k.m AND r.account_id = k.a AND r.receipt_type = k.t`, msg, acc, typ)
+	rows, err := s.pool.Query(ctx, q, msg, acc, typ)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: has receipts: %w", wrapErr(err))
 	}

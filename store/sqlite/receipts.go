@@ -101,7 +101,9 @@ func (s *Store) InsertReceiptsPutStates(ctx context.Context, rs []wamux.Receipt,
 					return err
 				}
 				for j, i := range uniq[start:end] {
-					w.states.receipt(seqs[start+j], rs[i].Type)
+					// The row carries callback data only if this receipt
+					// made it: a repeat leaves the stored row as it was.
+					w.states.receipt(seqs[start+j], rs[i].Type, out[i] && rs[i].CallbackData != "")
 				}
 			}
 		}
@@ -229,6 +231,31 @@ func (w *writeTx) derivableStates(rs []wamux.Receipt, uniq []int, seqOf map[stor
 // holds or the ledger's tail knows, through message_key_index for the
 // rest.
 func (s *Store) HasReceipts(ctx context.Context, keys []store.ReceiptKey) ([]bool, error) {
+	return s.hasReceipts(ctx, keys, false)
+}
+
+// HasCallbackReceipts looks the keys up as HasReceipts does, and reports
+// only the receipt rows that carry callback data.
+func (s *Store) HasCallbackReceipts(ctx context.Context, keys []store.ReceiptKey) ([]bool, error) {
+	return s.hasReceipts(ctx, keys, true)
+}
+
+// The queries of hasReceipts: by message number and through
+// message_key_index, for any receipt row or (Callback) for one that
+// carries callback data. Constants, so that multiInsert's texts are cached
+// under them without building a suffix per call.
+const (
+	hasReceiptsBySeq = ") SELECT k.i FROM k JOIN message_receipts r ON r.seq = k.s AND r.entry = k.t AND r.entry <> ''"
+	hasReceiptsByKey = ") SELECT k.i, mk.seq FROM k JOIN message_key_index mk ON mk.account_id = k.a AND mk.message_id = k.m " +
+		"JOIN message_receipts r ON r.seq = mk.seq AND r.entry = k.t AND r.entry <> ''"
+	hasCallbackReceiptsBySeq = hasReceiptsBySeq + " AND r.callback_data <> ''"
+	hasCallbackReceiptsByKey = hasReceiptsByKey + " AND r.callback_data <> ''"
+)
+
+// hasReceipts answers HasReceipts, or HasCallbackReceipts when callback:
+// from the state cache for the messages the writer numbered lately, from
+// the table for the rest.
+func (s *Store) hasReceipts(ctx context.Context, keys []store.ReceiptKey, callback bool) ([]bool, error) {
 	out := make([]bool, len(keys))
 	msgs := make([]store.StateKey, len(keys))
 	for i, k := range keys {
@@ -240,7 +267,7 @@ func (s *Store) HasReceipts(ctx context.Context, keys []store.ReceiptKey) ([]boo
 	uncached := known[:0]
 	for _, j := range known {
 		c, _ := s.states.get(seq[j])
-		if has, ok := c.hasReceipt(keys[j].Type); ok {
+		if has, ok := c.hasReceipt(keys[j].Type, callback); ok {
 			out[j] = has
 		} else {
 			uncached = append(uncached, j)
@@ -251,11 +278,14 @@ func (s *Store) HasReceipts(ctx context.Context, keys []store.ReceiptKey) ([]boo
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: has receipts: %w", err)
 	}
+	bySeq, byKey := hasReceiptsBySeq, hasReceiptsByKey
+	if callback {
+		bySeq, byKey = hasCallbackReceiptsBySeq, hasCallbackReceiptsByKey
+	}
 	var i int
 	var num int64
 	err = s.queryKeyed(ctx, known, func(rows int) string {
-		return multiInsert("WITH k(i, s, t) AS (VALUES ", 3, rows,
-			") SELECT k.i FROM k JOIN message_receipts r ON r.seq = k.s AND r.entry = k.t AND r.entry <> ''")
+		return multiInsert("WITH k(i, s, t) AS (VALUES ", 3, rows, bySeq)
 	}, func(args []any, j int) []any {
 		return append(args, j, seq[j], string(keys[j].Type))
 	}, func(rows *sql.Rows) error {
@@ -267,9 +297,7 @@ func (s *Store) HasReceipts(ctx context.Context, keys []store.ReceiptKey) ([]boo
 	})
 	if err == nil {
 		err = s.queryKeyed(ctx, unknown, func(rows int) string {
-			return multiInsert("WITH k(i, m, a, t) AS (VALUES ", 4, rows,
-				") SELECT k.i, mk.seq FROM k JOIN message_key_index mk ON mk.account_id = k.a AND mk.message_id = k.m "+
-					"JOIN message_receipts r ON r.seq = mk.seq AND r.entry = k.t AND r.entry <> ''")
+			return multiInsert("WITH k(i, m, a, t) AS (VALUES ", 4, rows, byKey)
 		}, func(args []any, j int) []any {
 			return append(args, j, keys[j].MessageID, keys[j].AccountID, string(keys[j].Type))
 		}, func(rows *sql.Rows) error {

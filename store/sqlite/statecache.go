@@ -87,8 +87,10 @@ type stateSlot struct {
 
 // cachedState is what the cache knows of one message's rows: its state
 // row's columns as stored, the type as an index into stateTypes (0: no
-// state row known), and, when complete, its receipt rows (bit i: a
-// receipt of type stateTypes[i]).
+// state row known), and, when complete, its receipt rows (receiptBit(i):
+// a receipt of type stateTypes[i]; callbackBit(i): that receipt carries
+// callback data). Both sets share one byte, so that the slot stays 32
+// bytes.
 type cachedState struct {
 	event, stamp int64
 	code         int32
@@ -104,15 +106,28 @@ type cachedState struct {
 // without a state row: the entry knows every row and none is one.
 func (c cachedState) derivable() bool { return c.complete && !c.stateRow }
 
-// hasReceipt answers whether the message has a receipt row of type t,
-// when the entry knows (complete).
-func (c cachedState) hasReceipt(t wamux.ReceiptType) (has, known bool) {
+// hasReceipt answers whether the message has a receipt row of type t
+// (that carries callback data, when callback), when the entry knows
+// (complete).
+func (c cachedState) hasReceipt(t wamux.ReceiptType, callback bool) (has, known bool) {
 	if !c.complete {
 		return false, false
 	}
 	i := stateTypeIndex(t)
-	return i != 0 && c.receipts&(1<<i) != 0, true
+	if i == 0 {
+		return false, true
+	}
+	bit := receiptBit(i)
+	if callback {
+		bit = callbackBit(i)
+	}
+	return c.receipts&bit != 0, true
 }
+
+// receiptBit and callbackBit are the bits of cachedState.receipts for
+// type index i (1 to 4): its receipt row, and its callback data.
+func receiptBit(i uint8) uint8  { return 1 << (i - 1) }
+func callbackBit(i uint8) uint8 { return 1 << (i + 3) }
 
 // stateTypes are the types a cached state may have; a state of any other
 // type is not cached (its message reads from the table).
@@ -211,7 +226,7 @@ func (c *stateCache) apply(op cacheOp) {
 		if op.row.typ == 0 {
 			e.complete = false // a receipt type without a bit
 		} else {
-			e.receipts |= 1 << op.row.typ
+			e.receipts |= op.row.receipts
 		}
 	}
 	if ok {
@@ -249,7 +264,8 @@ func (c *stateCache) reset() {
 
 // cacheOp is one write of a request, not yet committed: a message
 // numbered, a state row written, a state applied as one of its receipt
-// rows (derived), a receipt row stored (row.typ its type).
+// rows (derived), a receipt row stored (row.typ its type, row.receipts
+// the bits it sets).
 type cacheOp struct {
 	seq  int64
 	kind uint8
@@ -346,9 +362,18 @@ func mergeAbove(ta, tb wamux.ReceiptType, ea, eb int64, ca, cb int) bool {
 	return ca > cb
 }
 
-// receipt notes a receipt row of type t stored (new or not).
-func (p *pendingStates) receipt(seq int64, t wamux.ReceiptType) {
-	p.req = append(p.req, cacheOp{seq: seq, kind: opReceipt, row: cachedState{typ: stateTypeIndex(t)}})
+// receipt notes a receipt row of type t stored (new or not), and whether
+// it carries callback data (only a new row can: a repeat leaves the row as
+// it was).
+func (p *pendingStates) receipt(seq int64, t wamux.ReceiptType, callback bool) {
+	row := cachedState{typ: stateTypeIndex(t)}
+	if row.typ != 0 {
+		row.receipts = receiptBit(row.typ)
+		if callback {
+			row.receipts |= callbackBit(row.typ)
+		}
+	}
+	p.req = append(p.req, cacheOp{seq: seq, kind: opReceipt, row: row})
 }
 
 // requestDone keeps a request's writes for the transaction, or drops them

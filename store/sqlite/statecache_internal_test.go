@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/store"
@@ -141,8 +142,8 @@ func TestPendingStatesOfAFailedTransactionAreForgotten(t *testing.T) {
 	}
 }
 
-// Whatever GetStates and HasReceipts answer from the cache is what the
-// table says: random receipts and states of messages numbered by this
+// Whatever GetStates, HasReceipts and HasCallbackReceipts answer from
+// the cache is what the table says: random receipts and states of messages numbered by this
 // writer, by the index (the cache forgotten in between) and by requests
 // rolled back, then every key asked with the cache and again past it.
 func TestStateCacheAnswersAsTheTable(t *testing.T) {
@@ -163,9 +164,15 @@ func testStateCacheAnswersAsTheTable(t *testing.T, size int) {
 	for i := range 120 {
 		msgs = append(msgs, store.StateKey{AccountID: fmt.Sprintf("acc%d", i%3), MessageID: fmt.Sprintf("wamid.%03d", i)})
 	}
+	// Half the receipts carry callback data, so a key's stored row
+	// carries some or not depending on which copy came first.
 	receipt := func(k store.StateKey) wamux.Receipt {
-		return wamux.Receipt{MessageID: k.MessageID, AccountID: k.AccountID, Type: types[rng.IntN(len(types))],
+		r := wamux.Receipt{MessageID: k.MessageID, AccountID: k.AccountID, Type: types[rng.IntN(len(types))],
 			EventTime: time.UnixMilli(int64(1000 + rng.IntN(5000)))}
+		if rng.IntN(2) == 0 {
+			r.CallbackData = "msg-" + k.MessageID
+		}
+		return r
 	}
 	errBoom := wamux.Errorf(wamux.EConflict, "boom")
 	for round := range 6 {
@@ -221,8 +228,8 @@ func testStateCacheAnswersAsTheTable(t *testing.T, size int) {
 			if err != nil {
 				return err
 			}
-			w.states.receipt(seqs[0], wamux.ReceiptRead)
-			w.states.receipt(seqs[1], wamux.ReceiptRead)
+			w.states.receipt(seqs[0], wamux.ReceiptRead, true)
+			w.states.receipt(seqs[1], wamux.ReceiptRead, true)
 			w.states.state(seqs[0], cachedState{event: 1, stamp: 1, typ: 3})
 			return errBoom
 		})
@@ -244,8 +251,12 @@ func testStateCacheAnswersAsTheTable(t *testing.T, size int) {
 			keys = append(keys, store.ReceiptKey{MessageID: k.MessageID, AccountID: k.AccountID, Type: typ})
 		}
 	}
-	ask := func() ([]bool, map[store.StateKey]store.MessageState) {
+	ask := func() ([]bool, []bool, map[store.StateKey]store.MessageState) {
 		has, err := s.HasReceipts(ctx, keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hasCB, err := s.HasCallbackReceipts(ctx, keys)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,19 +264,33 @@ func testStateCacheAnswersAsTheTable(t *testing.T, size int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return has, states
+		return has, hasCB, states
 	}
-	has, states := ask()
+	has, hasCB, states := ask()
 	s.states.reset()
-	wantHas, wantStates := ask()
-	stored := 0
+	wantHas, wantCB, wantStates := ask()
+	stored, withCB, withoutCB := 0, 0, 0
 	for i := range keys {
 		if has[i] != wantHas[i] {
 			t.Errorf("HasReceipts(%v) = %v from the cache, %v from the table", keys[i], has[i], wantHas[i])
 		}
+		if hasCB[i] != wantCB[i] {
+			t.Errorf("HasCallbackReceipts(%v) = %v from the cache, %v from the table", keys[i], hasCB[i], wantCB[i])
+		}
+		if wantCB[i] && !wantHas[i] {
+			t.Errorf("HasCallbackReceipts(%v) without HasReceipts", keys[i])
+		}
 		if wantHas[i] {
 			stored++
+			if wantCB[i] {
+				withCB++
+			} else {
+				withoutCB++
+			}
 		}
+	}
+	if withCB < 30 || withoutCB < 30 {
+		t.Errorf("%d stored receipts with callback data, %d without; the test asks too little", withCB, withoutCB)
 	}
 	if len(states) != len(wantStates) {
 		t.Errorf("%d states from the cache, %d from the table", len(states), len(wantStates))
@@ -518,5 +543,73 @@ func TestStateCacheIsBounded(t *testing.T) {
 	}
 	if _, ok := c.get(0); ok {
 		t.Fatal("an empty slot answered for number 0")
+	}
+}
+
+// HasCallbackReceipts is answered from the state cache for messages this
+// writer numbered, as HasReceipts is (the receipt pipeline confirms every
+// Bloom hit of a receipt with callback data with it): the entry knows
+// which receipt rows carry callback data, the first copy's, whichever copy
+// came later. The table, past the cache, says the same.
+func TestCallbackReceiptsAnsweredFromTheCache(t *testing.T) {
+	s := openInternal(t)
+	ctx := t.Context()
+	agentFirst := wamux.Receipt{MessageID: "wamid.A", AccountID: "acc1", Type: wamux.ReceiptDelivered,
+		EventTime: time.UnixMilli(2000), Source: "agent"}
+	webhookFirst := agentFirst
+	webhookFirst.MessageID = "wamid.B"
+	withCallback := func(r wamux.Receipt) wamux.Receipt {
+		r.CallbackData, r.Source = "m-"+r.MessageID, "webhook"
+		return r
+	}
+	state := func(r wamux.Receipt) store.MessageState {
+		return store.MessageState{StateKey: store.StateKey{AccountID: r.AccountID, MessageID: r.MessageID}, Type: r.Type, EventTime: r.EventTime}
+	}
+	// As the pipeline writes them: the first copies with the states they
+	// make, the second ones as repeats.
+	if _, err := s.InsertReceiptsPutStates(ctx, []wamux.Receipt{agentFirst, withCallback(webhookFirst)},
+		[]store.MessageState{state(agentFirst), state(webhookFirst)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.InsertReceiptsPutStates(ctx, []wamux.Receipt{withCallback(agentFirst), webhookFirst}, nil); err != nil {
+		t.Fatal(err)
+	}
+	keys := []store.ReceiptKey{
+		{MessageID: agentFirst.MessageID, AccountID: agentFirst.AccountID, Type: agentFirst.Type},
+		{MessageID: webhookFirst.MessageID, AccountID: webhookFirst.AccountID, Type: webhookFirst.Type},
+		{MessageID: webhookFirst.MessageID, AccountID: webhookFirst.AccountID, Type: wamux.ReceiptRead},
+	}
+	want := []bool{false, true, false}
+	seq := make([]int64, len(keys))
+	msgs := make([]store.StateKey, len(keys))
+	for i, k := range keys {
+		msgs[i] = store.StateKey{AccountID: k.AccountID, MessageID: k.MessageID}
+	}
+	if known, _ := s.lookupNumbers(msgs, seq); len(known) != len(keys) {
+		t.Fatalf("%d of %d messages numbered in memory", len(known), len(keys))
+	}
+	for i, k := range keys {
+		c, _ := s.states.get(seq[i])
+		if has, known := c.hasReceipt(k.Type, true); !known || has != want[i] {
+			t.Fatalf("cache entry of %v: callback receipt %v, known %v; want %v from memory", k, has, known, want[i])
+		}
+	}
+	for _, from := range []string{"the cache", "the table"} {
+		got, err := s.HasCallbackReceipts(ctx, keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("HasCallbackReceipts from %s = %v, want %v", from, got, want)
+		}
+		s.states.reset()
+	}
+}
+
+// A slot stays 32 bytes (the ring's memory and cache-line budget, see
+// stateChunk): the callback bits share cachedState.receipts for that.
+func TestStateSlotSize(t *testing.T) {
+	if n := unsafe.Sizeof(stateSlot{}); n != 32 {
+		t.Fatalf("a state cache slot is %d bytes, want 32", n)
 	}
 }

@@ -145,6 +145,7 @@ func testReceipts(t *testing.T, newStore NewStore) {
 			}
 		}
 	})
+	t.Run("CallbackData", func(t *testing.T) { testCallbackReceipts(t, newStore(t)) })
 	t.Run("Invalid", func(t *testing.T) {
 		s := newStore(t)
 		_, err := s.InsertReceipts(ctx(t), []wamux.Receipt{{MessageID: "w1", Type: wamux.ReceiptSent}})
@@ -225,5 +226,62 @@ func testStates(t *testing.T, s store.Store) {
 	// k3 differs from k1 only by account.
 	if _, ok := got[k3]; ok {
 		t.Fatal("state of another account returned")
+	}
+}
+
+// testCallbackReceipts: HasCallbackReceipts reports a key only when the
+// receipt stored under it (the first copy: later ones are repeats) carries
+// callback data. An agent's copy first, then the webhook's with callback
+// data, leaves a row without; the other way round, a row with. The
+// receipt pipeline confirms with it that a receipt naming our msg_id is a
+// repeat of one that named it too, and must not be told so otherwise.
+func testCallbackReceipts(t *testing.T, s store.Store) {
+	without := func(r wamux.Receipt) wamux.Receipt {
+		r.CallbackData, r.Source = "", "agent"
+		return r
+	}
+	agentFirst := testReceipt("w1", "acc1", wamux.ReceiptDelivered)
+	webhookFirst := testReceipt("w2", "acc1", wamux.ReceiptDelivered)
+	agentFirstInCall := testReceipt("w3", "acc1", wamux.ReceiptSent)
+	webhookFirstInCall := testReceipt("w4", "acc1", wamux.ReceiptSent)
+	// A type the SQLite state cache has no bit for.
+	unknownType := testReceipt("w5", "acc1", "deleted")
+	otherAccount := testReceipt("w2", "acc2", wamux.ReceiptDelivered) // not stored
+
+	got, err := s.InsertReceipts(ctx(t), []wamux.Receipt{without(agentFirst), webhookFirst,
+		without(agentFirstInCall), agentFirstInCall, webhookFirstInCall, without(webhookFirstInCall), unknownType})
+	must(t, err)
+	wantBools(t, "first insert", got, true, true, true, false, true, false, true)
+	got, err = s.InsertReceipts(ctx(t), []wamux.Receipt{agentFirst, without(webhookFirst)})
+	must(t, err)
+	wantBools(t, "second insert", got, false, false)
+	keys := []store.ReceiptKey{key(agentFirst), key(webhookFirst), key(agentFirstInCall), key(webhookFirstInCall),
+		key(unknownType), key(otherAccount), {MessageID: "w1", AccountID: "acc1", Type: wamux.ReceiptRead}}
+	has, err := s.HasReceipts(ctx(t), keys)
+	must(t, err)
+	wantBools(t, "HasReceipts", has, true, true, true, true, true, false, false)
+	cb, err := s.HasCallbackReceipts(ctx(t), keys)
+	must(t, err)
+	wantBools(t, "HasCallbackReceipts", cb, false, true, false, true, true, false, false)
+
+	// Written together with states, as the pipeline writes them.
+	if w, ok := s.(store.ReceiptStateWriter); ok {
+		read := testReceipt("w1", "acc1", wamux.ReceiptRead)
+		readAgent := without(testReceipt("w2", "acc1", wamux.ReceiptRead))
+		state := func(r wamux.Receipt) store.MessageState {
+			return store.MessageState{StateKey: store.StateKey{AccountID: r.AccountID, MessageID: r.MessageID}, Type: r.Type, EventTime: r.EventTime}
+		}
+		got, err := w.InsertReceiptsPutStates(ctx(t), []wamux.Receipt{read, readAgent, without(agentFirst), webhookFirst},
+			[]store.MessageState{state(read), state(readAgent)})
+		must(t, err)
+		wantBools(t, "write with states", got, true, true, false, false)
+		cb, err := s.HasCallbackReceipts(ctx(t), []store.ReceiptKey{key(read), key(readAgent), key(agentFirst), key(webhookFirst)})
+		must(t, err)
+		wantBools(t, "HasCallbackReceipts after the write with states", cb, true, false, false, true)
+	}
+	cb, err = s.HasCallbackReceipts(ctx(t), nil)
+	must(t, err)
+	if len(cb) != 0 {
+		t.Fatalf("HasCallbackReceipts(nil) = %v", cb)
 	}
 }
