@@ -550,7 +550,8 @@ func TestStateCacheIsBounded(t *testing.T) {
 // writer numbered, as HasReceipts is (the receipt pipeline confirms every
 // Bloom hit of a receipt with callback data with it): the entry knows
 // which receipt rows carry callback data, the first copy's, whichever copy
-// came later. The table, past the cache, says the same.
+// came later. The table, past the cache, says the same, whether the
+// message's number is known or looked up in message_key_index.
 func TestCallbackReceiptsAnsweredFromTheCache(t *testing.T) {
 	s := openInternal(t)
 	ctx := t.Context()
@@ -594,7 +595,7 @@ func TestCallbackReceiptsAnsweredFromTheCache(t *testing.T) {
 			t.Fatalf("cache entry of %v: callback receipt %v, known %v; want %v from memory", k, has, known, want[i])
 		}
 	}
-	for _, from := range []string{"the cache", "the table"} {
+	for _, from := range []string{"the cache", "the table by number", "the table through the index"} {
 		got, err := s.HasCallbackReceipts(ctx, keys)
 		if err != nil {
 			t.Fatal(err)
@@ -603,6 +604,10 @@ func TestCallbackReceiptsAnsweredFromTheCache(t *testing.T) {
 			t.Fatalf("HasCallbackReceipts from %s = %v, want %v", from, got, want)
 		}
 		s.states.reset()
+		if from == "the table by number" {
+			fileKeysNow(t, s)
+			s.numbers.reset()
+		}
 	}
 }
 
