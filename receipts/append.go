@@ -181,7 +181,7 @@ func (p *Pipeline) appendBatch(batch []*appendReq) {
 	// their partitions, then answer.
 	p.c.appended.Add(int64(len(all)))
 	for _, r := range all {
-		p.lru.Add(r.AccountID, ReceiptID{MessageID: r.MessageID, Type: r.Type})
+		p.lru.Add(r.AccountID, ReceiptID{MessageID: r.MessageID, Type: r.Type}, r.CallbackData != "")
 	}
 	p.dispatch(ctx, ids, all)
 	for _, r := range batch {

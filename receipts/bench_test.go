@@ -57,6 +57,11 @@ func (s setConfirmer) HasReceipts(_ context.Context, keys []store.ReceiptKey) ([
 	return out, nil
 }
 
+// HasCallbackReceipts: the set's receipts all carry callback data.
+func (s setConfirmer) HasCallbackReceipts(ctx context.Context, keys []store.ReceiptKey) ([]bool, error) {
+	return s.HasReceipts(ctx, keys)
+}
+
 // BenchmarkDedup runs batches of 100 keys, 90 new and 10 stored, at the
 // default filter size, with every hour of the window filled to its design
 // load first (the steady state; an empty window is much cheaper to miss in),
@@ -94,7 +99,7 @@ func BenchmarkDedup(b *testing.B) {
 				for j := fresh; j < batch; j++ {
 					keys[j] = old[(n+j)%len(old)]
 				}
-				_, st, err := bl.Dedup(ctx, keys, stored)
+				_, st, err := bl.Dedup(ctx, keys, nil, stored)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -13,9 +13,37 @@ import (
 // asks it about every hit. store.Store satisfies it.
 type Confirmer interface {
 	HasReceipts(ctx context.Context, keys []store.ReceiptKey) ([]bool, error)
+	// HasCallbackReceipts confirms the hits of receipts that carry
+	// callback data: they repeat only a stored copy that carried some.
+	HasCallbackReceipts(ctx context.Context, keys []store.ReceiptKey) ([]bool, error)
 }
 
 var _ Confirmer = store.ReceiptStore(nil)
+
+// copies tells, for the keys of one batch, whether a copy carrying
+// callback data was among those seen so far (false: only copies without).
+// A copy repeats an earlier one unless it carries callback data and none
+// of the earlier did: the merge resolves the outbound message its
+// callback data names (an unknown send), which a copy without (an agent's,
+// which only knows the wamid) could not.
+type copies map[store.ReceiptKey]bool
+
+// repeat reports whether a copy of k (callback: carrying callback data)
+// repeats one seen before, and records it.
+func (c copies) repeat(k store.ReceiptKey, callback bool) bool {
+	withCB, ok := c[k]
+	if ok && (withCB || !callback) {
+		return true
+	}
+	c[k] = callback
+	return false
+}
+
+// callbackMarker ends the filter key of a receipt carrying callback data
+// (appendKey's, which ends with the receipt type, valid UTF-8 that never
+// holds it), so that its hits are hits of such receipts alone. A
+// collision would only be a false positive, which the store denies.
+const callbackMarker = 0xff
 
 // DedupStats counts what one Dedup call did, for the dedup metrics.
 type DedupStats struct {
@@ -36,12 +64,18 @@ type DedupStats struct {
 }
 
 // Dedup reports for each key whether it is a duplicate: stored already, as
-// confirm says, or equal to an earlier key of the batch. A filter hit is
-// only a reason to ask confirm, so a false positive costs one lookup and
-// never a receipt (guarantee 5). A miss is trusted without asking: keys
-// are added to the filter here, before the caller stores them, so a stored
-// key the filter does not know is older than the window (or predates a
-// restart) and the store's unique key (L3) still catches it.
+// confirm says, or equal to an earlier key of the batch. callback[i] says
+// whether keys[i]'s receipt carries callback data (nil: none does); such a
+// receipt is a duplicate only of a copy that carried some too (copies),
+// so the filter knows it under a key of its own (callbackMarker) and the
+// store confirms it with HasCallbackReceipts. A receipt without callback
+// data repeats either copy: it asks the filter under both keys. A filter
+// hit is only a reason to ask confirm, so a false positive costs one
+// lookup and never a receipt (guarantee 5). A miss is trusted without
+// asking: keys are added to the filter here, before the caller stores
+// them, so a stored key the filter does not know is older than the window
+// (or predates a restart) and the store's unique key (L3) still catches
+// it.
 //
 // Every distinct key is added to the bucket of the current hour, unless
 // confirm fails: then nothing is recorded and the error says why, so the
@@ -50,70 +84,78 @@ type DedupStats struct {
 // Two Dedup calls running at once with the same new key may both call it
 // new; the pipeline gives each account to one processor, so they do not,
 // and L3 would catch it if they did.
-func (b *Bloom) Dedup(ctx context.Context, keys []store.ReceiptKey, confirm Confirmer) ([]bool, DedupStats, error) {
+func (b *Bloom) Dedup(ctx context.Context, keys []store.ReceiptKey, callback []bool, confirm Confirmer) ([]bool, DedupStats, error) {
 	st := DedupStats{Keys: len(keys)}
 	if err := ctx.Err(); err != nil {
 		return nil, st, fmt.Errorf("receipts: dedup of %d keys: %w", len(keys), err)
 	}
+	if callback != nil && len(callback) != len(keys) {
+		return nil, st, fmt.Errorf("receipts: dedup of %d keys with %d callback flags", len(keys), len(callback))
+	}
 	on := b.Enabled()
 	hour := hourOf(b.now())
 	dup := make([]bool, len(keys))
-	locs := make([][]uint64, len(keys)) // nil for in-batch repeats
-	var first map[store.ReceiptKey]struct{}
+	locs := make([][]uint64, len(keys)) // under the key a receipt is added with; nil for in-batch repeats
+	var alt [][]uint64                  // for receipts without callback data: their callback key's
+	var first copies
 	if len(keys) > 1 {
-		first = make(map[store.ReceiptKey]struct{}, len(keys))
+		first = make(copies, len(keys))
 	}
 	var buf []byte
 	for i, k := range keys {
-		if first != nil {
-			if _, ok := first[k]; ok {
-				dup[i] = true
-				st.Repeats++
-				continue
-			}
-			first[k] = struct{}{}
+		cb := callback != nil && callback[i]
+		if first != nil && first.repeat(k, cb) {
+			dup[i] = true
+			st.Repeats++
+			continue
 		}
 		buf = appendKey(buf[:0], k)
-		locs[i] = bloom.Locations(buf, b.k)
+		if !cb {
+			locs[i] = bloom.Locations(buf, b.k)
+			if !on {
+				continue
+			}
+			if alt == nil {
+				alt = make([][]uint64, len(keys))
+			}
+		}
+		buf = append(buf, callbackMarker)
+		l := bloom.Locations(buf, b.k)
+		if cb {
+			locs[i] = l
+		} else {
+			alt[i] = l
+		}
 	}
 
-	var check []int // indexes of the keys to confirm
+	// The keys to confirm, by how: any stored copy, or one with callback data.
+	var check, checkCB []int
 	b.mu.RLock()
 	live := b.live(hour)
 	for i, l := range locs {
+		cb := callback != nil && callback[i]
 		switch {
 		case l == nil:
+			continue
 		case !on:
-			check = append(check, i)
-		case b.test(l, live):
+		case b.test(l, live), !cb && b.test(alt[i], live):
 			st.Hits++
+		default:
+			continue
+		}
+		if cb {
+			checkCB = append(checkCB, i)
+		} else {
 			check = append(check, i)
 		}
 	}
 	b.mu.RUnlock()
 
-	if len(check) > 0 {
-		ask := make([]store.ReceiptKey, len(check))
-		for j, i := range check {
-			ask[j] = keys[i]
-		}
-		st.Checked = len(ask)
-		stored, err := confirm.HasReceipts(ctx, ask)
-		if err != nil {
-			return nil, st, fmt.Errorf("receipts: confirming %d keys against the store: %w", len(ask), err)
-		}
-		if len(stored) != len(ask) {
-			return nil, st, fmt.Errorf("receipts: confirming %d keys: the store answered %d", len(ask), len(stored))
-		}
-		for j, i := range check {
-			switch {
-			case stored[j]:
-				dup[i] = true
-				st.Confirmed++
-			case on:
-				st.FalsePositives++
-			}
-		}
+	if err := confirmKeys(ctx, confirm, false, keys, check, on, dup, &st); err != nil {
+		return nil, st, err
+	}
+	if err := confirmKeys(ctx, confirm, true, keys, checkCB, on, dup, &st); err != nil {
+		return nil, st, err
 	}
 
 	b.mu.Lock()
@@ -124,4 +166,41 @@ func (b *Bloom) Dedup(ctx context.Context, keys []store.ReceiptKey, confirm Conf
 	}
 	b.mu.Unlock()
 	return dup, st, nil
+}
+
+// confirmKeys asks confirm whether keys[idx] are stored (with callback
+// data, when callback), marks the stored ones duplicates and counts them.
+func confirmKeys(ctx context.Context, confirm Confirmer, callback bool, keys []store.ReceiptKey, idx []int,
+	on bool, dup []bool, st *DedupStats) error {
+	if len(idx) == 0 {
+		return nil
+	}
+	asked := make([]store.ReceiptKey, len(idx))
+	for j, i := range idx {
+		asked[j] = keys[i]
+	}
+	st.Checked += len(asked)
+	var stored []bool
+	var err error
+	if callback {
+		stored, err = confirm.HasCallbackReceipts(ctx, asked)
+	} else {
+		stored, err = confirm.HasReceipts(ctx, asked)
+	}
+	if err != nil {
+		return fmt.Errorf("receipts: confirming %d keys against the store: %w", len(asked), err)
+	}
+	if len(stored) != len(asked) {
+		return fmt.Errorf("receipts: confirming %d keys: the store answered %d", len(asked), len(stored))
+	}
+	for j, i := range idx {
+		switch {
+		case stored[j]:
+			dup[i] = true
+			st.Confirmed++
+		case on:
+			st.FalsePositives++
+		}
+	}
+	return nil
 }

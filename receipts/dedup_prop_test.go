@@ -15,7 +15,9 @@ import (
 // any filter size from useless to accurate, the switch flipped at random and
 // the clock moving (at most 36 h, inside the window), Dedup reports a key duplicate
 // exactly when it was seen before — in an earlier batch or earlier in its
-// own.
+// own — and, for a receipt carrying callback data, only when the copy seen
+// carried some too: the copy stored (the first), or one earlier in its
+// batch.
 func TestDedupExact(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		clock := newFakeClock(t0)
@@ -36,23 +38,45 @@ func TestDedupExact(t *testing.T) {
 			)
 		})
 
-		seen := map[store.ReceiptKey]bool{}
+		// stored: the keys stored, each with whether the copy stored (the
+		// first) carried callback data.
+		stored := map[store.ReceiptKey]bool{}
 		for range rapid.IntRange(1, 12).Draw(t, "batches") {
 			keys := rapid.SliceOfN(genKey, 0, 10).Draw(t, "keys")
+			var callback []bool
+			if rapid.Bool().Draw(t, "callbacks") {
+				callback = rapid.SliceOfN(rapid.Bool(), len(keys), len(keys)).Draw(t, "callback")
+			}
 			b.SetEnabled(rapid.Bool().Draw(t, "enabled"))
 			clock.Advance(time.Duration(rapid.IntRange(0, 180).Draw(t, "minutes")) * time.Minute)
 
-			dup, bst, err := b.Dedup(context.Background(), keys, s)
+			dup, bst, err := b.Dedup(context.Background(), keys, callback, s)
 			if err != nil {
 				t.Fatal(err)
 			}
+			// inBatch: the keys seen earlier in the batch, each with
+			// whether a copy carrying callback data was among them.
+			inBatch := map[store.ReceiptKey]bool{}
 			for i, k := range keys {
-				if dup[i] != seen[k] {
-					t.Fatalf("key %+v: dup = %v, seen before = %v", k, dup[i], seen[k])
+				cb := callback != nil && callback[i]
+				withCB, stored := stored[k]
+				batchCB, inB := inBatch[k]
+				want := stored || inB
+				if cb {
+					want = stored && withCB || batchCB
 				}
-				seen[k] = true
+				if dup[i] != want {
+					t.Fatalf("key %+v (callback %v): dup = %v, want %v (stored %v with callback %v, earlier in the batch %v with callback %v)",
+						k, cb, dup[i], want, stored, withCB, inB, batchCB)
+				}
+				inBatch[k] = batchCB || cb
 			}
-			s.store(keys, dup)
+			for i, k := range keys {
+				if _, ok := stored[k]; !ok && !dup[i] {
+					stored[k] = callback != nil && callback[i]
+				}
+			}
+			s.store(keys, callback, dup)
 			if bst.Confirmed+bst.Repeats != count(dup) {
 				t.Fatalf("stats %+v do not add up to the %d duplicates", bst, count(dup))
 			}

@@ -13,7 +13,8 @@ import (
 )
 
 // memStore is the smallest store the dedup step talks to: a set of stored
-// keys. The pipeline test runs the same checks on the real stores.
+// keys, each with whether its row carries callback data. The pipeline test
+// runs the same checks on the real stores.
 type memStore struct {
 	mu     sync.Mutex
 	keys   map[store.ReceiptKey]bool
@@ -24,6 +25,14 @@ type memStore struct {
 func newMemStore() *memStore { return &memStore{keys: map[store.ReceiptKey]bool{}} }
 
 func (s *memStore) HasReceipts(ctx context.Context, keys []store.ReceiptKey) ([]bool, error) {
+	return s.has(keys, false)
+}
+
+func (s *memStore) HasCallbackReceipts(ctx context.Context, keys []store.ReceiptKey) ([]bool, error) {
+	return s.has(keys, true)
+}
+
+func (s *memStore) has(keys []store.ReceiptKey, callback bool) ([]bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failed != nil {
@@ -32,32 +41,41 @@ func (s *memStore) HasReceipts(ctx context.Context, keys []store.ReceiptKey) ([]
 	s.asked += len(keys)
 	out := make([]bool, len(keys))
 	for i, k := range keys {
-		out[i] = s.keys[k]
+		withCB, ok := s.keys[k]
+		out[i] = ok && (withCB || !callback)
 	}
 	return out, nil
 }
 
-// store records the keys Dedup called new, as the pipeline does next.
-func (s *memStore) store(keys []store.ReceiptKey, dup []bool) {
+// store records the keys Dedup called new, as the pipeline does next: the
+// first copy stored is kept (L3), with callback data if callback says so
+// (nil: none).
+func (s *memStore) store(keys []store.ReceiptKey, callback, dup []bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, k := range keys {
-		if !dup[i] {
-			s.keys[k] = true
+		if _, ok := s.keys[k]; !ok && !dup[i] {
+			s.keys[k] = callback != nil && callback[i]
 		}
 	}
 }
 
 func dedup(t *testing.T, b *Bloom, s *memStore, keys ...store.ReceiptKey) ([]bool, DedupStats) {
 	t.Helper()
-	dup, st, err := b.Dedup(context.Background(), keys, s)
+	return dedupCB(t, b, s, keys, nil)
+}
+
+// dedupCB is dedup of receipts with callback data where callback says.
+func dedupCB(t *testing.T, b *Bloom, s *memStore, keys []store.ReceiptKey, callback []bool) ([]bool, DedupStats) {
+	t.Helper()
+	dup, st, err := b.Dedup(context.Background(), keys, callback, s)
 	if err != nil {
 		t.Fatalf("Dedup: %v", err)
 	}
 	if len(dup) != len(keys) {
 		t.Fatalf("Dedup returned %d answers for %d keys", len(dup), len(keys))
 	}
-	s.store(keys, dup)
+	s.store(keys, callback, dup)
 	return dup, st
 }
 
@@ -179,7 +197,7 @@ func TestDedupStoreError(t *testing.T) {
 	boom := errors.New("disk on fire")
 	s.failed = boom
 	fresh := rkey("acc", "fresh", wamux.ReceiptSent)
-	if _, _, err := b.Dedup(context.Background(), []store.ReceiptKey{a, fresh}, s); !errors.Is(err, boom) {
+	if _, _, err := b.Dedup(context.Background(), []store.ReceiptKey{a, fresh}, nil, s); !errors.Is(err, boom) {
 		t.Fatalf("Dedup error = %v, want it to wrap %v", err, boom)
 	}
 	if b.MayContain(fresh, t0) {
@@ -198,10 +216,17 @@ func (shortConfirmer) HasReceipts(context.Context, []store.ReceiptKey) ([]bool, 
 	return nil, nil
 }
 
+func (shortConfirmer) HasCallbackReceipts(context.Context, []store.ReceiptKey) ([]bool, error) {
+	return nil, nil
+}
+
 func TestDedupShortAnswer(t *testing.T) {
 	b := newTestBloom(t, BloomConfig{Disabled: true, Now: newFakeClock(t0).Now})
-	if _, _, err := b.Dedup(context.Background(), keysN("k", 3), shortConfirmer{}); err == nil {
+	if _, _, err := b.Dedup(context.Background(), keysN("k", 3), nil, shortConfirmer{}); err == nil {
 		t.Fatal("Dedup accepted a confirmer answer of the wrong length")
+	}
+	if _, _, err := b.Dedup(context.Background(), keysN("k", 3), []bool{true, true, true}, shortConfirmer{}); err == nil {
+		t.Fatal("Dedup accepted a confirmer answer of the wrong length for receipts with callback data")
 	}
 }
 
@@ -209,7 +234,7 @@ func TestDedupCanceled(t *testing.T) {
 	b := newTestBloom(t, accurate(newFakeClock(t0)))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, _, err := b.Dedup(ctx, keysN("k", 3), newMemStore()); !errors.Is(err, context.Canceled) {
+	if _, _, err := b.Dedup(ctx, keysN("k", 3), nil, newMemStore()); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Dedup on a canceled context = %v, want context.Canceled", err)
 	}
 }
@@ -251,12 +276,12 @@ func TestDedupConcurrent(t *testing.T) {
 					rkey(acc, fmt.Sprint("m", round), wamux.ReceiptSent),
 					rkey(acc, fmt.Sprint("m", round/2), wamux.ReceiptSent),
 				}
-				dup, _, err := b.Dedup(context.Background(), keys, s)
+				dup, _, err := b.Dedup(context.Background(), keys, nil, s)
 				if err != nil {
 					t.Errorf("Dedup: %v", err)
 					return
 				}
-				s.store(keys, dup)
+				s.store(keys, nil, dup)
 				// m<round> is new; m<round/2> repeats it (round 0) or a key
 				// an earlier round stored.
 				if dup[0] || !dup[1] {

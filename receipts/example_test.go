@@ -40,6 +40,11 @@ func (s stored) HasReceipts(_ context.Context, keys []store.ReceiptKey) ([]bool,
 	return out, nil
 }
 
+// HasCallbackReceipts: the stored receipt carries no callback data.
+func (s stored) HasCallbackReceipts(_ context.Context, keys []store.ReceiptKey) ([]bool, error) {
+	return make([]bool, len(keys)), nil
+}
+
 func ExampleBloom_Dedup() {
 	bl, err := receipts.NewBloom(receipts.BloomConfig{})
 	if err != nil {
@@ -49,7 +54,7 @@ func ExampleBloom_Dedup() {
 	bl.Add(old, time.Now())
 	fresh := store.ReceiptKey{AccountID: "acc", MessageID: "wamid.2", Type: wamux.ReceiptRead}
 
-	dup, st, err := bl.Dedup(context.Background(), []store.ReceiptKey{old, fresh, fresh}, stored{old: true})
+	dup, st, err := bl.Dedup(context.Background(), []store.ReceiptKey{old, fresh, fresh}, nil, stored{old: true})
 	if err != nil {
 		panic(err)
 	}

@@ -3,7 +3,8 @@ package receipts
 import "hash/maphash"
 
 // idSet is one account's L1 cache: the last size receipt ids used, least
-// recently used out first. Exactly what simplelru.LRU did for it, built
+// recently used out first, each with whether a copy carrying callback data
+// was among them. Exactly what simplelru.LRU did for it, built
 // for what a receipt flood asks of it: the entries live in one slice
 // linked by index (no node per id for the collector to trace, none to
 // allocate), and an open-addressing table of entry indexes, probed by a
@@ -24,10 +25,19 @@ type idSet struct {
 }
 
 type idEntry struct {
-	id         ReceiptID
+	id ReceiptID
+	// h is id's hash (its top bit always clear, see hash), or'd with
+	// withCallback when a copy of id carrying callback data was added:
+	// the flag takes no room of its own, so an entry stays 48 bytes.
 	h          uint64
 	prev, next int32 // towards head, towards tail
 }
+
+// withCallback marks an entry's h: a copy carrying callback data was seen.
+const withCallback = 1 << 63
+
+// hash is the entry's id hash, without the flag.
+func (en *idEntry) hash() uint64 { return en.h &^ withCallback }
 
 // newIDSet returns an empty set of up to size ids. It starts small and
 // grows with its ids, so an account that sees few receipts costs little.
@@ -41,7 +51,7 @@ func (s *idSet) grow() {
 	s.table = make([]int32, 2*len(s.table))
 	mask := len(s.table) - 1
 	for e := 1; e < len(s.ents); e++ {
-		i := int(s.ents[e].h) & mask
+		i := int(s.ents[e].hash()) & mask
 		for s.table[i] != 0 {
 			i = (i + 1) & mask
 		}
@@ -49,7 +59,10 @@ func (s *idSet) grow() {
 	}
 }
 
-func (s *idSet) hash(id ReceiptID) uint64 { return maphash.Comparable(s.seed, id) }
+// hash returns id's hash with the top bit clear, for withCallback.
+func (s *idSet) hash(id ReceiptID) uint64 {
+	return maphash.Comparable(s.seed, id) &^ withCallback
+}
 
 // find returns the table slot holding id, or the free slot that ends its
 // probe and false.
@@ -60,28 +73,37 @@ func (s *idSet) find(id ReceiptID, h uint64) (slot int, found bool) {
 		if e == 0 {
 			return i, false
 		}
-		if en := &s.ents[e]; en.h == h && en.id == id {
+		if en := &s.ents[e]; en.hash() == h && en.id == id {
 			return i, true
 		}
 	}
 }
 
-// get reports whether id is held, making it the most recent when it is.
-func (s *idSet) get(id ReceiptID) bool {
+// get reports whether id is held, making it the most recent when it is;
+// with callback, only whether a copy carrying callback data was added.
+func (s *idSet) get(id ReceiptID, callback bool) bool {
 	slot, ok := s.find(id, s.hash(id))
-	if ok {
-		s.touch(s.table[slot])
+	if !ok {
+		return false
 	}
-	return ok
+	e := s.table[slot]
+	s.touch(e)
+	return !callback || s.ents[e].h&withCallback != 0
 }
 
 // add records id as the most recent, evicting the least recent id when the
-// set is full.
-func (s *idSet) add(id ReceiptID) {
+// set is full; callback records that the copy added carries callback data.
+func (s *idSet) add(id ReceiptID, callback bool) {
 	h := s.hash(id)
+	var flag uint64
+	if callback {
+		flag = withCallback
+	}
 	slot, ok := s.find(id, h)
 	if ok {
-		s.touch(s.table[slot])
+		e := s.table[slot]
+		s.ents[e].h |= flag
+		s.touch(e)
 		return
 	}
 	var e int32
@@ -99,7 +121,7 @@ func (s *idSet) add(id ReceiptID) {
 		// The removal may have moved entries along id's probe.
 		slot, _ = s.find(id, h)
 	}
-	s.ents[e] = idEntry{id: id, h: h}
+	s.ents[e] = idEntry{id: id, h: h | flag}
 	s.table[slot] = e
 	s.pushFront(e)
 }
@@ -145,10 +167,10 @@ func (s *idSet) unlink(e int32) {
 // no tombstones this way).
 func (s *idSet) remove(e int32) {
 	mask := len(s.table) - 1
-	i, _ := s.find(s.ents[e].id, s.ents[e].h)
+	i, _ := s.find(s.ents[e].id, s.ents[e].hash())
 	s.table[i] = 0
 	for j := (i + 1) & mask; s.table[j] != 0; j = (j + 1) & mask {
-		home := int(s.ents[s.table[j]].h) & mask
+		home := int(s.ents[s.table[j]].hash()) & mask
 		// The entry at j may fill the hole at i unless its home lies
 		// cyclically in (i, j].
 		if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {

@@ -36,8 +36,9 @@ type LRUConfig struct {
 }
 
 // LRU is L1 of the dedup chain: per account, the ids of the receipts seen
-// most recently, kept in front of the stream so that a webhook retry storm
-// never reaches it. It is exact — a key is reported seen only if it was
+// most recently, each with whether a copy carrying callback data was among
+// them (Contains), kept in front of the stream so that a webhook retry
+// storm never reaches it. It is exact — a key is reported seen only if it was
 // recorded — so it never drops a new receipt; forgetting a key (eviction,
 // restart, another node) only costs a trip to L2 and L3.
 //
@@ -80,17 +81,18 @@ func NewLRU(cfg LRUConfig) (*LRU, error) {
 	return &LRU{perAccount: cfg.PerAccount, accounts: accounts}, nil
 }
 
-// Seen records id for accountID and reports whether it was already there.
-// A hit makes id the most recent again, so a key that keeps being repeated
-// is not evicted by the stream of new ones.
+// Seen records id, of a receipt without callback data, for accountID and
+// reports whether it was already there. A hit makes id the most recent
+// again, so a key that keeps being repeated is not evicted by the stream
+// of new ones.
 func (l *LRU) Seen(accountID string, id ReceiptID) bool {
 	a := l.account(accountID)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.seen.get(id) {
+	if a.seen.get(id, false) {
 		return true
 	}
-	a.seen.add(id)
+	a.seen.add(id, false)
 	return false
 }
 
@@ -106,21 +108,27 @@ func (l *LRU) account(accountID string) *accountLRU {
 	return a
 }
 
-// Contains reports whether id was recorded for accountID, without
-// recording it. The pipeline asks first and records (Add) only once the
-// receipt is durable: a key recorded before a failed append would make the
-// sender's retry look like a duplicate and lose the receipt.
-func (l *LRU) Contains(accountID string, id ReceiptID) bool {
+// Contains reports whether a receipt of id that the receipt at hand
+// repeats was recorded for accountID, without recording it: any copy of
+// id, or, when the receipt at hand carries callback data (callback), a
+// copy that carried some too. A copy without it (an agent's) cannot
+// resolve the message the callback data names, so the one that names it
+// must go on to the merge. The pipeline asks first and records (Add) only
+// once the receipt is durable: a key recorded before a failed append
+// would make the sender's retry look like a duplicate and lose the
+// receipt.
+func (l *LRU) Contains(accountID string, id ReceiptID, callback bool) bool {
 	a := l.account(accountID)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.seen.get(id)
+	return a.seen.get(id, callback)
 }
 
-// Add records id for accountID.
-func (l *LRU) Add(accountID string, id ReceiptID) {
+// Add records id for accountID, as a copy carrying callback data when
+// callback.
+func (l *LRU) Add(accountID string, id ReceiptID, callback bool) {
 	a := l.account(accountID)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.seen.add(id)
+	a.seen.add(id, callback)
 }

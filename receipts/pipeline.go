@@ -444,7 +444,8 @@ func (p *Pipeline) markProcessed(n int) {
 	p.flushMu.Unlock()
 }
 
-// Ingest normalizes receipts, drops repeats (in the call and L1), and
+// Ingest normalizes receipts, drops repeats (in the call and L1; one
+// carrying callback data repeats only a copy that carried some), and
 // appends the rest durably: when it returns nil they will be processed,
 // across crashes. source is "webhook" or "agent". A receipt that does not
 // normalize fails the whole call with EInvalid and nothing is stored;
@@ -471,16 +472,17 @@ func (p *Pipeline) Ingest(ctx context.Context, source string, rs []wamux.Receipt
 
 	var res IngestResult
 	keep := norm[:0]
-	seen := make(map[store.ReceiptKey]struct{}, len(norm))
+	// A receipt carrying callback data is not a repeat of copies without
+	// (copies): it may be the only one that names an unknown send.
+	seen := make(copies, len(norm))
 	var batchDups, lruDups int
 	for _, r := range norm {
-		k := keyOf(r)
-		if _, ok := seen[k]; ok {
+		cb := r.CallbackData != ""
+		if seen.repeat(keyOf(r), cb) {
 			batchDups++
 			continue
 		}
-		seen[k] = struct{}{}
-		if p.lru.Contains(r.AccountID, ReceiptID{MessageID: r.MessageID, Type: r.Type}) {
+		if p.lru.Contains(r.AccountID, ReceiptID{MessageID: r.MessageID, Type: r.Type}, cb) {
 			lruDups++
 			continue
 		}

@@ -19,9 +19,16 @@ func (p *Pipeline) process(ctx context.Context, part int, batch []store.LoggedRe
 	now := p.now().UTC()
 	lateWindow := p.lateWindow()
 	keys := make([]store.ReceiptKey, len(batch))
+	var callback []bool // made at the first receipt with callback data
 	oldest := batch[0].ReceivedAt
 	for i := range batch {
 		keys[i] = keyOf(batch[i].Receipt)
+		if batch[i].CallbackData != "" {
+			if callback == nil {
+				callback = make([]bool, len(batch))
+			}
+			callback[i] = true
+		}
 		if batch[i].ReceivedAt.Before(oldest) {
 			oldest = batch[i].ReceivedAt
 		}
@@ -37,7 +44,7 @@ func (p *Pipeline) process(ctx context.Context, part int, batch []store.LoggedRe
 		var st DedupStats
 		err := p.retry(ctx, "dedup receipts", func(ctx context.Context) error {
 			var err error
-			dup, st, err = p.bloom.Dedup(ctx, keys, p.st)
+			dup, st, err = p.bloom.Dedup(ctx, keys, callback, p.st)
 			return err
 		})
 		if err != nil {
@@ -58,12 +65,11 @@ func (p *Pipeline) process(ctx context.Context, part int, batch []store.LoggedRe
 		p.c.fp.Add(int64(st.FalsePositives))
 		p.m.falsePositives.Add(float64(st.FalsePositives))
 		if st.Repeats > 0 {
-			first := make(map[store.ReceiptKey]struct{}, len(keys))
+			first := make(copies, len(keys))
 			for i, k := range keys {
-				if _, ok := first[k]; ok {
+				if first.repeat(k, callback != nil && callback[i]) {
 					dupLayer[i] = LayerBatch
 				}
-				first[k] = struct{}{}
 			}
 		}
 	}
