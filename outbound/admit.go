@@ -207,4 +207,17 @@ func contentHash(m wamux.Message) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// routed reports whether the gateway chose m's account: the client sent no
+// account_id, and the fingerprint of what it asked for covers that empty
+// account_id, not the one routing filled in. A message with a client_seq
+// names its account.
+func routed(m wamux.Message) bool {
+	if m.ClientSeq > 0 {
+		return false
+	}
+	asked := m
+	asked.AccountID = ""
+	return contentHash(asked) == m.ContentHash
+}
+
 func invalid(msg string) error { return wamux.Errorf(wamux.EInvalid, "%s", msg) }

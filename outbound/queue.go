@@ -124,6 +124,20 @@ func (q *queues) popReady(p int) *recipient {
 
 func (q *queues) removed(it *item) { q.depth[it.msg.Priority]-- }
 
+// unfile takes a recipient that is not in flight out of the ready list of
+// its head's priority, or out of the delayed heap, before its head changes
+// other than by an attempt (its messages move to another account).
+func (q *queues) unfile(r *recipient) {
+	if r.heapIndex >= 0 {
+		heap.Remove(&q.delayed, r.heapIndex)
+		return
+	}
+	if len(r.msgs) > 0 {
+		p := r.head().msg.Priority
+		q.ready[p] = removeRecipient(q.ready[p], r)
+	}
+}
+
 // delayHeap orders waiting recipients by notBefore.
 type delayHeap []*recipient
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/store"
 )
 
 // usable reports whether an account can take new recipients now: active in
@@ -83,6 +84,11 @@ func (d *Dispatcher) route(ctx context.Context, to string, planned map[string]in
 	}
 	reason := "first"
 	if owner != "" {
+		if !d.moveRecipient(ctx, to, owner, pick) {
+			// The recipient's messages on its owner must go out from
+			// there first: the new one queues behind them.
+			return owner, nil
+		}
 		reason = "owner_unavailable"
 	}
 	if err := d.store.SetOwner(ctx, to, pick, reason); err != nil {
@@ -110,4 +116,132 @@ func (d *Dispatcher) firstBackFromCooldown(pool []wamux.Account) string {
 		}
 	}
 	return pick
+}
+
+// moveRecipient takes a recipient's messages still waiting on its old
+// owner, from, over to dest, in their order, before the recipient's newer
+// messages are routed to dest: otherwise the newer ones go out from dest
+// while the older wait for from to come back, and the customer reads them
+// out of order. It reports whether the recipient may move: not while from
+// has one of its messages with the provider or with an unknown outcome
+// (its answer may requeue it, and a resend must come from the number whose
+// statuses resolve it, reference §7), nor while a message whose account
+// the client chose is among them. Then the recipient stays and its new
+// messages queue behind, on from.
+func (d *Dispatcher) moveRecipient(ctx context.Context, to, from, dest string) bool {
+	old, ok := d.worker(from)
+	if !ok {
+		return true
+	}
+	next, ok := d.worker(dest)
+	if !ok {
+		return false
+	}
+	res := old.handOver(ctx, to, dest)
+	if len(res.moved) > 0 {
+		next.adopt(res.moved)
+		d.log.Info("queued messages moved with their recipient", "from", from, "to_account", dest, "messages", len(res.moved))
+	}
+	return res.all
+}
+
+// handoff asks a worker's run goroutine, which owns the queues, to give up
+// a recipient's messages to account dest.
+type handoff struct {
+	to, dest string
+	reply    chan handoffResult
+}
+
+type handoffResult struct {
+	moved []*item // now stored under dest, in the recipient's order
+	all   bool    // the worker has nothing left of the recipient
+}
+
+// handOver runs a handoff on the worker's goroutine. A worker that has
+// stopped, or a caller that gives up, moves nothing.
+func (w *worker) handOver(ctx context.Context, to, dest string) handoffResult {
+	h := handoff{to: to, dest: dest, reply: make(chan handoffResult, 1)}
+	select {
+	case w.handoffs <- h:
+	case <-w.exited:
+		return handoffResult{}
+	case <-ctx.Done():
+		return handoffResult{}
+	}
+	return <-h.reply
+}
+
+// adopt queues messages moved here with their recipient, ahead of what the
+// inbox holds.
+func (w *worker) adopt(its []*item) {
+	w.mu.Lock()
+	w.adopted = append(w.adopted, its...)
+	w.mu.Unlock()
+	w.kick()
+}
+
+// yieldRecipient gives up to dest the messages of a recipient that all
+// wait here, stored under dest first, in their order. Messages still in
+// the inbox are queued first, so none is left behind. When a store write
+// fails the messages from it on stay, and the recipient with them.
+func (w *worker) yieldRecipient(to, dest string) handoffResult {
+	if w.stopping {
+		return handoffResult{}
+	}
+	// Attempts that already answered count as done, not in flight.
+	for drained := false; !drained; {
+		select {
+		case c := <-w.done:
+			w.complete(c)
+		default:
+			drained = true
+		}
+	}
+	w.intake()
+	r, ok := w.q.byTo[to]
+	if !ok {
+		return handoffResult{all: true}
+	}
+	if !movable(r) {
+		return handoffResult{}
+	}
+	var moved []*item
+	for _, it := range r.msgs {
+		m := it.msg
+		m.AccountID = dest
+		ctx, cancel := bg()
+		ok, err := w.d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: m.ID, From: []wamux.Status{wamux.StatusQueued},
+			Status: wamux.StatusQueued, AccountID: dest})
+		cancel()
+		if err != nil || !ok {
+			w.d.log.Error("move a queued message with its recipient", "account_id", w.id, "to_account", dest, "msg_id", m.ID, "moved", ok, "err", err)
+			break
+		}
+		moved = append(moved, &item{msg: m, enqueued: it.enqueued, retries: it.retries})
+	}
+	if len(moved) == 0 {
+		return handoffResult{}
+	}
+	now := w.d.clock.Now()
+	w.q.unfile(r)
+	for range moved {
+		w.q.removed(r.pop())
+	}
+	w.q.schedule(r, now)
+	return handoffResult{moved: moved, all: len(r.msgs) == 0}
+}
+
+// movable reports whether every message of a recipient waits in the queue
+// and may leave the account: none with the provider or of unknown outcome
+// (those are the head), none whose account the client chose.
+func movable(r *recipient) bool {
+	if r.inflight {
+		return false
+	}
+	for _, it := range r.msgs {
+		if it.unknown || it.resend || it.maybeSending || !routed(it.msg) {
+			return false
+		}
+	}
+	return true
 }

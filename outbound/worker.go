@@ -3,6 +3,7 @@ package outbound
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wamux/wamux"
@@ -26,15 +27,21 @@ type worker struct {
 	account   wamux.Account
 	inbox     []wamux.Message // admitted, not yet sequenced
 	released  []wamux.Message // released by an operator: straight to the queue
+	adopted   []*item         // moved here with their recipient: ahead of the inbox
 	depthSnap [3]int
 	wake      chan struct{}
 
-	done chan completion
+	done     chan completion
+	handoffs chan handoff  // a recipient moving to another account (routing)
+	exited   chan struct{} // closed when run returns
 
 	// owned by run
 	q        *queues
 	buf      *sequence.Buffer[wamux.Message]
 	inflight int
+	// calls mirrors inflight for readers outside run (tests): attempts
+	// launched and not yet completed.
+	calls    atomic.Int32
 	stopping bool
 	unknownN int // items whose last outcome is unknown (wamux_unknown_outcomes)
 }
@@ -56,13 +63,15 @@ type completion struct {
 
 func newWorker(d *Dispatcher, a wamux.Account) *worker {
 	return &worker{
-		d:       d,
-		id:      a.ID,
-		account: a,
-		wake:    make(chan struct{}, 1),
-		done:    make(chan completion, d.maxIn),
-		q:       newQueues(),
-		buf:     sequence.NewBuffer[wamux.Message](a.ID, sequence.DefaultMaxSkipped),
+		d:        d,
+		id:       a.ID,
+		account:  a,
+		wake:     make(chan struct{}, 1),
+		done:     make(chan completion, d.maxIn),
+		handoffs: make(chan handoff),
+		exited:   make(chan struct{}),
+		q:        newQueues(),
+		buf:      sequence.NewBuffer[wamux.Message](a.ID, sequence.DefaultMaxSkipped),
 	}
 }
 
@@ -196,6 +205,7 @@ func removeRecipient(list []*recipient, r *recipient) []*recipient {
 
 func (w *worker) run(ctx context.Context) {
 	defer w.d.wg.Done()
+	defer close(w.exited)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	stop := ctx.Done()
@@ -221,6 +231,8 @@ func (w *worker) run(ctx context.Context) {
 		case <-stop:
 		case c := <-w.done:
 			w.complete(c)
+		case h := <-w.handoffs:
+			h.reply <- w.yieldRecipient(h.to, h.dest)
 		case <-w.wake:
 		case <-timer.C:
 		}
@@ -273,18 +285,23 @@ func (w *worker) publishDepth() {
 // a crash the stored NextSeq never runs ahead of the stored statuses.
 func (w *worker) intake() {
 	w.mu.Lock()
-	inbox, released := w.inbox, w.released
-	w.inbox, w.released = nil, nil
+	inbox, released, adopted := w.inbox, w.released, w.adopted
+	w.inbox, w.released, w.adopted = nil, nil, nil
 	w.mu.Unlock()
-	if len(inbox) == 0 && len(released) == 0 {
+	if len(inbox) == 0 && len(released) == 0 && len(adopted) == 0 {
 		return
+	}
+	now := w.d.clock.Now()
+	// A moved recipient's messages were submitted before anything of it
+	// in the inbox: the routing that moved them sends newer ones here.
+	for _, it := range adopted {
+		w.q.push(it, now)
 	}
 	s := w.d.settings.Current()
 	if !s.Ordering {
 		// What waited goes out before what arrives now.
 		w.flushWaiting(s)
 	}
-	now := w.d.clock.Now()
 	var toQueue, held []wamux.Message
 	seqChanged := false
 	for _, m := range inbox {
@@ -491,6 +508,7 @@ func (w *worker) dispatch() time.Time {
 func (w *worker) launch(r *recipient, it *item, fn func(*item) (action, time.Duration)) {
 	r.inflight = true
 	w.inflight++
+	w.calls.Add(1)
 	go func() {
 		act, delay := fn(it)
 		w.done <- completion{r: r, it: it, act: act, delay: delay}
@@ -500,6 +518,7 @@ func (w *worker) launch(r *recipient, it *item, fn func(*item) (action, time.Dur
 // complete files a recipient again after an attempt.
 func (w *worker) complete(c completion) {
 	w.inflight--
+	w.calls.Add(-1)
 	c.r.inflight = false
 	// The attempt ran on its own goroutine; the count is kept here, where
 	// the item is seen again after it.

@@ -1,0 +1,165 @@
+package outbound_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/outbound"
+	"github.com/wamux/wamux/provider/cloudapi"
+	"github.com/wamux/wamux/sim"
+	"github.com/wamux/wamux/store"
+)
+
+// simOrder is the order in which the simulator accepted the recipient's
+// messages, across every number, as msg_ids.
+func simOrder(e *env, to string) []string {
+	var ids []string
+	for _, m := range e.sim.Messages("", to) {
+		ids = append(ids, m.CallbackData)
+	}
+	return ids
+}
+
+func sameIDs(got []string, want ...string) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestRecipientMovesWithItsQueuedMessages: a routed recipient's owner
+// goes into a cooldown (131048) while the recipient's first message waits
+// on it. The next message moves the recipient to another account; the
+// waiting message moves with it, ahead of the new one, so the customer
+// gets them in submit order (it used to stay on the cooling account and
+// arrive after the newer one).
+func TestRecipientMovesWithItsQueuedMessages(t *testing.T) {
+	clk := newFakeClock()
+	to := "15557100001"
+	sp, wrap := newScripted(map[string]cloudapi.Result{
+		to: {Outcome: cloudapi.Cooldown, Code: 131048, Delay: cloudapi.SpamCooldown, HTTPStatus: 400, Reason: "131048: spam rate limit"},
+	})
+	e := newEnv(t, envOpts{clock: clk, provider: wrap})
+	e.addAccount("a", "7101", 100, 10, sim.Limits{Rate: 1000})
+	e.addAccount("b", "7102", 100, 10, sim.Limits{Rate: 1000})
+	first := textMsg(t, outbound.Request{MsgID: "first", To: to})
+	if owner := e.submit(first)[0].Message.AccountID; owner != "a" {
+		t.Fatalf("first message routed to %s, want a (equal ratios, smallest id)", owner)
+	}
+	waitFor(t, "a cooling down with the first message queued", 10*time.Second, func() bool {
+		return sp.callsTo(to) == 1 && e.status(first.ID) == wamux.StatusQueued &&
+			e.d.LimitState("a").State == wamux.AccountCooldown && e.d.AttemptsRunning("a") == 0
+	})
+	second := textMsg(t, outbound.Request{MsgID: "second", To: to})
+	if acc := e.submit(second)[0].Message.AccountID; acc != "b" {
+		t.Fatalf("second message routed to %s while a cools down, want b", acc)
+	}
+	waitFor(t, "the second message accepted", 10*time.Second, func() bool { return e.status(second.ID) == wamux.StatusAccepted })
+	// Let the cooldown end, so that a message left behind on a goes out too.
+	clk.Advance(cloudapi.SpamCooldown + time.Second)
+	e.d.Kick()
+	waitFor(t, "the first message accepted", 10*time.Second, func() bool { return e.status(first.ID) == wamux.StatusAccepted })
+	if got := simOrder(e, to); !sameIDs(got, "first", "second") {
+		t.Fatalf("the customer got %v, want [first second]", got)
+	}
+	m, err := e.store.GetMessage(context.Background(), first.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.AccountID != "b" {
+		t.Fatalf("the first message is stored under %s, want b (it moved with its recipient)", m.AccountID)
+	}
+}
+
+// TestUnknownOutcomeKeepsRecipientOnItsAccount: the recipient's first
+// message has an unknown outcome on its owner when the owner goes into a
+// cooldown. Its resend must go from the same account (the statuses of the
+// first send name that number), and nothing of the recipient may pass it:
+// the recipient stays, the next message waits behind it.
+func TestUnknownOutcomeKeepsRecipientOnItsAccount(t *testing.T) {
+	clk := newFakeClock()
+	to := "15557100002"
+	sp, wrap := newScripted(map[string]cloudapi.Result{
+		to: {Outcome: cloudapi.Unknown, Code: -1, Reason: "timeout"},
+	})
+	e := newEnv(t, envOpts{clock: clk, provider: wrap, settings: map[string]string{"quiet_period": "10s"}})
+	e.addAccount("a", "7201", 100, 10, sim.Limits{Rate: 1000})
+	e.addAccount("b", "7202", 100, 10, sim.Limits{Rate: 1000})
+	first := textMsg(t, outbound.Request{MsgID: "first", To: to})
+	if owner := e.submit(first)[0].Message.AccountID; owner != "a" {
+		t.Fatalf("first message routed to %s, want a", owner)
+	}
+	waitFor(t, "the first outcome unknown", 10*time.Second, func() bool {
+		return sp.callsTo(to) == 1 && e.status(first.ID) == wamux.StatusUnknown
+	})
+	// What PATCH /v1/accounts/a {"state":"cooldown"} does.
+	ctx := context.Background()
+	cooling, until := wamux.AccountCooldown, clk.Now().Add(time.Minute)
+	a, err := e.store.UpdateAccount(ctx, "a", store.AccountPatch{State: &cooling, CooldownUntil: &until})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.d.AccountChanged(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	second := textMsg(t, outbound.Request{MsgID: "second", To: to})
+	if acc := e.submit(second)[0].Message.AccountID; acc != "a" {
+		t.Fatalf("second message routed to %s, want a: the recipient's unknown first message pins it", acc)
+	}
+	clk.Advance(2 * time.Minute)
+	e.d.Kick()
+	waitFor(t, "both accepted", 10*time.Second, func() bool {
+		return e.status(first.ID) == wamux.StatusAccepted && e.status(second.ID) == wamux.StatusAccepted
+	})
+	if got := simOrder(e, to); !sameIDs(got, "first", "second") {
+		t.Fatalf("the customer got %v, want [first second]", got)
+	}
+}
+
+// TestClientChosenAccountKeepsRecipient: among the messages waiting for a
+// routed recipient on its cooling owner is one whose account_id the client
+// gave. It must go out from that account, so the recipient cannot take its
+// messages along: it stays, and the next routed message queues behind.
+func TestClientChosenAccountKeepsRecipient(t *testing.T) {
+	clk := newFakeClock()
+	to := "15557100003"
+	sp, wrap := newScripted(map[string]cloudapi.Result{
+		to: {Outcome: cloudapi.Cooldown, Code: 131048, Delay: cloudapi.SpamCooldown, HTTPStatus: 400, Reason: "131048: spam rate limit"},
+	})
+	e := newEnv(t, envOpts{clock: clk, provider: wrap})
+	e.addAccount("a", "7301", 100, 10, sim.Limits{Rate: 1000})
+	e.addAccount("b", "7302", 100, 10, sim.Limits{Rate: 1000})
+	first := textMsg(t, outbound.Request{MsgID: "first", To: to})
+	if owner := e.submit(first)[0].Message.AccountID; owner != "a" {
+		t.Fatalf("first message routed to %s, want a", owner)
+	}
+	waitFor(t, "a cooling down with the first message queued", 10*time.Second, func() bool {
+		return sp.callsTo(to) == 1 && e.status(first.ID) == wamux.StatusQueued &&
+			e.d.LimitState("a").State == wamux.AccountCooldown && e.d.AttemptsRunning("a") == 0
+	})
+	chosen := textMsg(t, outbound.Request{MsgID: "chosen", AccountID: "a", To: to})
+	e.submit(chosen)
+	third := textMsg(t, outbound.Request{MsgID: "third", To: to})
+	if acc := e.submit(third)[0].Message.AccountID; acc != "a" {
+		t.Fatalf("third message routed to %s, want a: the client chose a for a message waiting there", acc)
+	}
+	clk.Advance(cloudapi.SpamCooldown + time.Second)
+	e.d.Kick()
+	waitFor(t, "all accepted", 10*time.Second, func() bool {
+		return e.status(first.ID) == wamux.StatusAccepted && e.status(chosen.ID) == wamux.StatusAccepted &&
+			e.status(third.ID) == wamux.StatusAccepted
+	})
+	if got := simOrder(e, to); !sameIDs(got, "first", "chosen", "third") {
+		t.Fatalf("the customer got %v, want [first chosen third]", got)
+	}
+	if got := e.sim.Messages("7301", to); len(got) != 3 {
+		t.Fatalf("account a sent %d of the recipient's messages, want all 3", len(got))
+	}
+}
