@@ -48,7 +48,7 @@ func (p *recordingProvider) count(id string) int {
 // messages to one recipient (client msg_ids "m-b", then "m-a"); the first
 // was with the provider when the process died. After the restart the
 // unknown one must wait the quiet period before compensation resends it,
-// although restore's (created_at, msg_id) order puts "m-a" first: it used
+// wherever the store's order puts it (by msg_id "m-a" came first): it used
 // to get no quiet period and be resent right after "m-a" (sent twice).
 func TestRestartKeepsQuietPeriodForUnknownBehindQueued(t *testing.T) {
 	var rp *recordingProvider
@@ -140,5 +140,30 @@ func TestRestoreEnqueuesReleasedOnce(t *testing.T) {
 	}
 	if d := e.d.QueueDepth("acc"); d != [3]int{0, 1, 0} {
 		t.Fatalf("queue depth %v for one queued P1 message, want [0 1 0]", d)
+	}
+}
+
+// TestRestoreKeepsSubmitOrderWithinABatch: one batch brings two messages
+// to one recipient, "m-z" then "m-y" (client msg_ids, no client_seq), and
+// the process stops before either is sent. They share a created_at; after
+// the restart they must still go out in submit order, not msg_id order.
+func TestRestoreKeepsSubmitOrderWithinABatch(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.addAccount("acc", "9104", 100, 10, sim.Limits{Rate: 1000})
+	e.stop()
+	to := "15559990004"
+	z := textMsg(t, outbound.Request{MsgID: "m-z", AccountID: "acc", To: to})
+	y := textMsg(t, outbound.Request{MsgID: "m-y", AccountID: "acc", To: to})
+	if _, err := e.store.InsertMessages(context.Background(), []wamux.Message{z, y}); err != nil { // what Submit stores
+		t.Fatal(err)
+	}
+	e.start()
+	e.waitAccepted(2, 10*time.Second)
+	var got []string
+	for _, m := range e.sim.Messages("9104", to) {
+		got = append(got, m.CallbackData)
+	}
+	if len(got) != 2 || got[0] != "m-z" || got[1] != "m-y" {
+		t.Fatalf("after the restart the customer got %v, want [m-z m-y]", got)
 	}
 }

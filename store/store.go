@@ -112,7 +112,8 @@ type MessageStore interface {
 	// A wamid already used by another message → EConflict.
 	UpdateMessage(ctx context.Context, u MessageUpdate) (bool, error)
 	// ListMessages returns messages of one account (all accounts when
-	// AccountID is empty) in the given statuses, oldest first.
+	// AccountID is empty) in the given statuses, oldest first; messages
+	// stored by one InsertMessages in the order they were given.
 	ListMessages(ctx context.Context, f MessageFilter) ([]wamux.Message, error)
 }
 

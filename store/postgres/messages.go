@@ -231,7 +231,8 @@ func updateMessage(ctx context.Context, q querier, u store.MessageUpdate, now in
 	return false, nil
 }
 
-// ListMessages returns matching messages oldest first.
+// ListMessages returns matching messages oldest first; those of one insert
+// (one created_at) by stored_order, which the insert assigns in input order.
 func (s *Store) ListMessages(ctx context.Context, f store.MessageFilter) ([]wamux.Message, error) {
 	if s.closed.Load() {
 		return nil, errClosed
@@ -256,7 +257,7 @@ func (s *Store) ListMessages(ctx context.Context, f store.MessageFilter) ([]wamu
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
 	args = append(args, limit)
-	q += ` ORDER BY created_at, msg_id LIMIT $` + strconv.Itoa(len(args))
+	q += ` ORDER BY created_at, stored_order LIMIT $` + strconv.Itoa(len(args))
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list messages: %w", wrapErr(err))

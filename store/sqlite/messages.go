@@ -277,7 +277,10 @@ const activeStatusesSQL = "status IN ('waiting_seq', 'queued', 'sending', 'unkno
 var activeStatuses = []wamux.Status{wamux.StatusWaitingSeq, wamux.StatusQueued, wamux.StatusSending,
 	wamux.StatusUnknown, wamux.StatusHeld}
 
-// ListMessages returns matching messages oldest first. When every asked
+// ListMessages returns matching messages oldest first; those of one insert
+// (one created_at) by rowid, which the multi-row insert assigns in input
+// order (the table has no INTEGER PRIMARY KEY: only a VACUUM, which this
+// store never runs, could renumber rowids). When every asked
 // status is an active one the query repeats the partial index's clause, so
 // the index serves it; other statuses are listed by a scan (no caller on a
 // hot path asks for them).
@@ -326,6 +329,6 @@ func listMessagesQuery(f store.MessageFilter) (string, []any) {
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
-	q += ` ORDER BY created_at, msg_id LIMIT ?`
+	q += ` ORDER BY created_at, rowid LIMIT ?`
 	return q, append(args, limit)
 }

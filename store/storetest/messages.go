@@ -279,4 +279,15 @@ func testListMessages(t *testing.T, s store.Store) {
 	if !sameContent(got[0], testMessage("m3", "acc2", 0, "h")) {
 		t.Fatalf("listed message = %+v", got[0])
 	}
+	// Messages stored in one call share their created_at: they are listed
+	// in the order they were given (the order they were submitted, which
+	// a restart rebuilds the queues in), not by msg_id.
+	_, err = s.InsertMessages(ctx(t), []wamux.Message{testMessage("b3", "acc3", 0, "h"),
+		testMessage("b1", "acc3", 0, "h"), testMessage("b2", "acc3", 0, "h")})
+	must(t, err)
+	got, err = s.ListMessages(ctx(t), store.MessageFilter{AccountID: "acc3", Statuses: []wamux.Status{wamux.StatusQueued}})
+	must(t, err)
+	if ids(got) != "[b3 b1 b2]" {
+		t.Fatalf("one batch listed as %s, want [b3 b1 b2] (the order given)", ids(got))
+	}
 }
