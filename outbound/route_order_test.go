@@ -163,3 +163,35 @@ func TestClientChosenAccountKeepsRecipient(t *testing.T) {
 		t.Fatalf("account a sent %d of the recipient's messages, want all 3", len(got))
 	}
 }
+
+// TestPriorityKeepsRecipientOrder: priority orders recipients, not one
+// recipient's messages: a P0 message waits for its own recipient's
+// earlier P1 message.
+func TestPriorityKeepsRecipientOrder(t *testing.T) {
+	clk := newFakeClock()
+	e := newEnv(t, envOpts{clock: clk})
+	e.addAccount("acc", "7401", 100, 10, sim.Limits{Rate: 1000})
+	// What PATCH /v1/accounts/acc {"state":"cooldown"} does: everything
+	// below waits in the queue together.
+	ctx := context.Background()
+	cooling, until := wamux.AccountCooldown, clk.Now().Add(time.Minute)
+	a, err := e.store.UpdateAccount(ctx, "acc", store.AccountPatch{State: &cooling, CooldownUntil: &until})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.d.AccountChanged(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	to := "15557100004"
+	e.submit(
+		textMsg(t, outbound.Request{MsgID: "older-p1", AccountID: "acc", To: to}),
+		textMsg(t, outbound.Request{MsgID: "urgent-p0", AccountID: "acc", To: to, Priority: "P0"}),
+	)
+	waitFor(t, "all queued", 10*time.Second, func() bool { return e.d.QueueDepth("acc") == [3]int{1, 1, 0} })
+	clk.Advance(2 * time.Minute)
+	e.d.Kick()
+	e.waitAccepted(2, 10*time.Second)
+	if got := simOrder(e, to); !sameIDs(got, "older-p1", "urgent-p0") {
+		t.Fatalf("the customer got %v, want [older-p1 urgent-p0]", got)
+	}
+}
