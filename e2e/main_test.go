@@ -82,11 +82,14 @@ func sharedDemo(t *testing.T) *demoRun {
 	return theDemo
 }
 
+// startAppKey is the API key of the gateway startApp runs.
+const startAppKey = "e2e-key-0123456789"
+
 // startApp runs the real gateway on a free port with a temporary data dir.
 func startApp(t *testing.T) *app.App {
 	t.Helper()
 	cfg := config.Default()
-	cfg.Listen, cfg.DataDir, cfg.APIKeys = "127.0.0.1:0", t.TempDir(), []string{"e2e-key-0123456789"}
+	cfg.Listen, cfg.DataDir, cfg.APIKeys = "127.0.0.1:0", t.TempDir(), []string{startAppKey}
 	a := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err := a.Start(context.Background()); err != nil {
 		t.Fatal(err)

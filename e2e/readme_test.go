@@ -1,0 +1,529 @@
+package e2e_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/wamux/wamux/app"
+	"github.com/wamux/wamux/config"
+)
+
+// readme returns README.md as lines.
+func readme(t *testing.T) []string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(string(raw), "\n")
+}
+
+// section returns the lines after the heading line `heading` up to the
+// next heading of the same or a higher level.
+func section(t *testing.T, lines []string, heading string) []string {
+	t.Helper()
+	level := strings.Index(heading, " ")
+	for i, l := range lines {
+		if l != heading {
+			continue
+		}
+		var out []string
+		for _, m := range lines[i+1:] {
+			if n := strings.Index(m, " "); n > 0 && n <= level && strings.Trim(m[:n], "#") == "" {
+				break
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	t.Fatalf("README.md has no heading %q", heading)
+	return nil
+}
+
+// tableRows returns the cells of the rows of the first markdown table in
+// lines, header and separator left out.
+func tableRows(lines []string) [][]string {
+	var rows [][]string
+	header := true
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "|") {
+			if !header {
+				break // the end of the first table
+			}
+			continue
+		}
+		if header { // the header line; the separator follows
+			header = false
+			continue
+		}
+		if strings.HasPrefix(l, "|---") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(l, "|"), " | ")
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		rows = append(rows, cells)
+	}
+	return rows
+}
+
+var codeSpan = regexp.MustCompile("`([^`]*)`")
+
+// spans returns the code spans of a table cell: "`a`, `b`" → a, b.
+func spans(cell string) []string {
+	var out []string
+	for _, m := range codeSpan.FindAllStringSubmatch(cell, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// TestReadmeSettingsTable: every runtime setting is in the README's
+// /v1/config table once, with the default the gateway really starts with,
+// and the table names no key the gateway does not know.
+func TestReadmeSettingsTable(t *testing.T) {
+	rows := tableRows(section(t, readme(t), "### Runtime settings (`/v1/config`)"))
+	if len(rows) < 8 {
+		t.Fatalf("only %d rows in the README's settings table", len(rows))
+	}
+	a := startApp(t)
+	var got struct {
+		Settings map[string]string `json:"settings"`
+	}
+	doJSON(t, a, "GET", "/v1/config", "", &got)
+	seen := map[string]bool{}
+	for _, r := range rows {
+		keys, defaults := spans(r[0]), spans(r[1])
+		if len(defaults) == 1 {
+			for len(defaults) < len(keys) {
+				defaults = append(defaults, defaults[0])
+			}
+		}
+		if len(keys) == 0 || len(keys) != len(defaults) {
+			t.Errorf("README settings row %q: %d keys, %d defaults", r[0], len(keys), len(defaults))
+			continue
+		}
+		for i, k := range keys {
+			if seen[k] {
+				t.Errorf("README settings table lists %s twice", k)
+			}
+			seen[k] = true
+			v, ok := got.Settings[k]
+			switch {
+			case !ok:
+				t.Errorf("README settings table lists %s, which GET /v1/config does not have", k)
+			case v != defaults[i]:
+				t.Errorf("README says %s defaults to %q; a fresh gateway has %q", k, defaults[i], v)
+			}
+		}
+	}
+	for k := range got.Settings {
+		if !seen[k] {
+			t.Errorf("setting %s is missing from the README's settings table", k)
+		}
+	}
+}
+
+// configSample is, per YAML key of the README's configuration table, a
+// valid value unlike the default, to see that the flag, the environment
+// variable and the YAML key the table names each set it.
+var configSample = map[string]string{
+	"listen":                 "127.0.0.1:9",
+	"data_dir":               "elsewhere",
+	"store":                  "postgres://u@db:5432/wamux",
+	"kafka":                  "k1:9092",
+	"redis":                  "r1:6379",
+	"api_keys":               "first-key-0001",
+	"app_secret":             "an-app-secret",
+	"verify_token":           "a-verify-token",
+	"log_format":             "json",
+	"log_level":              "debug",
+	"shutdown_timeout":       "7s",
+	"receipt_bloom_per_hour": "1234",
+}
+
+// configField renders the field of c that a YAML key fills, as the
+// README's table writes a default.
+func configField(c config.Config, key string) string {
+	switch key {
+	case "listen":
+		return c.Listen
+	case "data_dir":
+		return c.DataDir
+	case "store":
+		return c.Store
+	case "kafka":
+		return c.Kafka
+	case "redis":
+		return c.Redis
+	case "api_keys":
+		return strings.Join(c.APIKeys, ",")
+	case "app_secret":
+		return c.AppSecret
+	case "verify_token":
+		return c.VerifyToken
+	case "log_format":
+		return c.LogFormat
+	case "log_level":
+		return c.LogLevel
+	case "shutdown_timeout":
+		return time.Duration(c.ShutdownTimeout).String()
+	case "receipt_bloom_per_hour":
+		return fmt.Sprint(c.ReceiptBloomPerHour)
+	case "settings":
+		if len(c.Settings) == 0 {
+			return ""
+		}
+		return fmt.Sprint(c.Settings)
+	}
+	return "?" + key
+}
+
+// TestReadmeConfigTable: each row of the README's configuration table
+// holds: the default is what config.Default has, and the YAML key, the
+// flag and the environment variable it names each set that value (a
+// "—" flag is refused); every YAML key the config file takes is a row.
+func TestReadmeConfigTable(t *testing.T) {
+	rows := tableRows(section(t, readme(t), "## Configuration"))
+	if len(rows) < 10 {
+		t.Fatalf("only %d rows in the README's configuration table", len(rows))
+	}
+	def := config.Default()
+	noEnv := func(string) string { return "" }
+	seen := map[string]bool{}
+	for _, r := range rows {
+		if len(r) != 5 {
+			t.Errorf("config row %q: %d cells, want 5", r, len(r))
+			continue
+		}
+		key := strings.Trim(r[0], "`")
+		seen[key] = true
+		want := strings.Trim(r[3], "`")
+		if want == "empty" || want == "none" {
+			want = ""
+		}
+		if got := configField(def, key); got != want {
+			t.Errorf("README: %s defaults to %q; config.Default has %q", key, want, got)
+		}
+		if key == "settings" {
+			continue // a map, checked by TestSettingsSection in config
+		}
+		sample, ok := configSample[key]
+		if !ok {
+			t.Errorf("config key %s has no sample value in this test", key)
+			continue
+		}
+		// The YAML key.
+		file := filepath.Join(t.TempDir(), "wamux.yaml")
+		if err := os.WriteFile(file, []byte(key+": "+yamlValue(key, sample)+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if c, err := config.Load([]string{"--config", file}, noEnv, io.Discard); err != nil || configField(c, key) != sample {
+			t.Errorf("YAML %s: %s → %q, %v", key, sample, configField(c, key), err)
+		}
+		// The flag.
+		switch flagName := strings.Trim(r[1], "`"); flagName {
+		case "—":
+			if _, err := config.Load([]string{"--" + strings.ReplaceAll(key, "_", "-"), sample}, noEnv, io.Discard); err == nil {
+				t.Errorf("README says %s has no flag, but --%s is taken", key, strings.ReplaceAll(key, "_", "-"))
+			}
+		default:
+			if c, err := config.Load([]string{flagName, sample}, noEnv, io.Discard); err != nil || configField(c, key) != sample {
+				t.Errorf("flag %s %s → %s %q, %v", flagName, sample, key, configField(c, key), err)
+			}
+		}
+		// The environment variable.
+		if env := strings.Trim(r[2], "`"); env != "—" {
+			getenv := func(name string) string {
+				if name == env {
+					return sample
+				}
+				return ""
+			}
+			if c, err := config.Load(nil, getenv, io.Discard); err != nil || configField(c, key) != sample {
+				t.Errorf("environment %s=%s → %s %q, %v", env, sample, key, configField(c, key), err)
+			}
+		}
+	}
+	for _, key := range yamlKeys() {
+		if !seen[key] {
+			t.Errorf("config file key %s is missing from the README's configuration table", key)
+		}
+	}
+}
+
+// yamlValue writes a sample as the YAML file would hold it.
+func yamlValue(key, sample string) string {
+	if key == "api_keys" {
+		return "[" + sample + "]"
+	}
+	return sample
+}
+
+// yamlOf marshals v as YAML.
+func yamlOf(v any) string {
+	raw, err := yaml.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(raw)
+}
+
+// yamlKeys are the top-level keys config.Load takes in a file: every key
+// of the default configuration marshalled as YAML.
+func yamlKeys() []string {
+	var keys []string
+	for _, l := range strings.Split(yamlOf(config.Default()), "\n") {
+		if k, _, ok := strings.Cut(l, ":"); ok && k != "" && !strings.HasPrefix(k, " ") {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// curlCommand is what the test reads of a curl line.
+type curlCommand struct {
+	method, url, data string
+	header            http.Header
+}
+
+// shellWords splits a shell line into words: single quotes keep text as
+// is, double quotes expand $NAME from env, backslash-newlines are gone.
+func shellWords(line string, env map[string]string) []string {
+	var words []string
+	var cur strings.Builder
+	inWord := false
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case c == '\'':
+			j := strings.IndexByte(line[i+1:], '\'')
+			cur.WriteString(line[i+1 : i+1+j])
+			i += j + 1
+			inWord = true
+		case c == '"':
+			j := strings.IndexByte(line[i+1:], '"')
+			cur.WriteString(expand(line[i+1:i+1+j], env))
+			i += j + 1
+			inWord = true
+		case c == ' ' || c == '\t':
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteByte(c)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words
+}
+
+var shellVar = regexp.MustCompile(`\$([A-Z_]+)`)
+
+func expand(s string, env map[string]string) string {
+	return shellVar.ReplaceAllStringFunc(s, func(v string) string { return env[v[1:]] })
+}
+
+// parseCurl reads the options the README uses, the way curl does: -d
+// makes a POST with Content-Type application/x-www-form-urlencoded unless
+// a header says otherwise.
+func parseCurl(t *testing.T, words []string) curlCommand {
+	t.Helper()
+	c := curlCommand{method: "GET", header: http.Header{}}
+	for i := 1; i < len(words); i++ {
+		switch w := words[i]; w {
+		case "-s", "-S", "-sS", "-i":
+		case "-H":
+			i++
+			k, v, _ := strings.Cut(words[i], ":")
+			c.header.Add(strings.TrimSpace(k), strings.TrimSpace(v))
+		case "-X":
+			i++
+			c.method = words[i]
+		case "-d", "--data":
+			i++
+			c.data = words[i]
+			if c.method == "GET" {
+				c.method = "POST"
+			}
+		default:
+			if strings.HasPrefix(w, "-") {
+				t.Fatalf("curl option %s: not understood by this test", w)
+			}
+			c.url = w
+		}
+	}
+	if c.data != "" && c.header.Get("Content-Type") == "" {
+		c.header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	return c
+}
+
+// TestReadmeCurlExamples runs the README's "Running the gateway" commands
+// against a real gateway, as curl would send them: the key exported there
+// is the gateway's, and every curl answers 2xx.
+func TestReadmeCurlExamples(t *testing.T) {
+	var block []string
+	in := false
+	for _, l := range section(t, readme(t), "## Running the gateway") {
+		if strings.HasPrefix(l, "```") {
+			if in {
+				break
+			}
+			in = true
+			continue
+		}
+		if in {
+			block = append(block, l)
+		}
+	}
+	// Join backslash continuations.
+	var lines []string
+	for _, l := range block {
+		if n := len(lines); n > 0 && strings.HasSuffix(lines[n-1], "\\") {
+			lines[n-1] = strings.TrimSuffix(lines[n-1], "\\") + " " + strings.TrimSpace(l)
+			continue
+		}
+		lines = append(lines, l)
+	}
+	env := map[string]string{}
+	var curls []curlCommand
+	for _, l := range lines {
+		if i := strings.Index(l, " #"); i >= 0 {
+			l = l[:i]
+		}
+		words := shellWords(l, env)
+		switch {
+		case len(words) == 2 && words[0] == "export":
+			k, v, _ := strings.Cut(words[1], "=")
+			env[k] = v
+		case len(words) > 0 && words[0] == "curl":
+			curls = append(curls, parseCurl(t, words))
+		}
+	}
+	if len(curls) < 3 || env["WAMUX_API_KEYS"] == "" {
+		t.Fatalf("README's gateway block: %d curl commands, WAMUX_API_KEYS %q", len(curls), env["WAMUX_API_KEYS"])
+	}
+	cfg := config.Default()
+	cfg.Listen, cfg.DataDir, cfg.APIKeys = "127.0.0.1:0", t.TempDir(), []string{env["WAMUX_API_KEYS"]}
+	a := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := a.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		a.Stop(ctx)
+	})
+	for _, c := range curls {
+		url := strings.Replace(c.url, "localhost:8080", "http://"+a.Addr(), 1)
+		req, err := http.NewRequest(c.method, url, strings.NewReader(c.data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header = c.header
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode/100 != 2 {
+			t.Errorf("README: curl %s %s → %d %s", c.method, c.url, res.StatusCode, body)
+		}
+	}
+}
+
+var routeCell = regexp.MustCompile("^(GET|POST|PATCH|PUT|DELETE) (/[^ ]*)$")
+
+// TestReadmeRoutesServed: every route of the README's API table is served
+// (a request to it is not the router's 404 or 405) and every answer
+// carries X-Request-Id.
+func TestReadmeRoutesServed(t *testing.T) {
+	rows := tableRows(section(t, readme(t), "## HTTP API"))
+	a := startApp(t)
+	n := 0
+	for _, r := range rows {
+		method, path := "", ""
+		for _, s := range spans(r[0]) {
+			if m := routeCell.FindStringSubmatch(s); m != nil {
+				method, path = m[1], m[2]
+			} else if strings.HasPrefix(s, "/") && path != "" {
+				// "`POST /v1/messages/{msg_id}/release`, `/drop`": a sibling.
+				path = path[:strings.LastIndex(path, "/")] + s
+			} else {
+				t.Errorf("README API table: cannot read route %q", s)
+				continue
+			}
+			n++
+			target := regexp.MustCompile(`\{[a-z_]+\}`).ReplaceAllString(path, "x1")
+			var body io.Reader
+			if method != "GET" {
+				body = strings.NewReader("{}")
+			}
+			req, err := http.NewRequest(method, "http://"+a.Addr()+target, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+startAppKey)
+			req.Header.Set("Content-Type", "application/json")
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode == http.StatusMethodNotAllowed || strings.Contains(string(raw), "no such endpoint") {
+				t.Errorf("README lists %s %s; the gateway answers %d %s", method, path, res.StatusCode, raw)
+			}
+			if res.Header.Get("X-Request-Id") == "" {
+				t.Errorf("%s %s: no X-Request-Id", method, path)
+			}
+		}
+	}
+	if n < 15 {
+		t.Fatalf("only %d routes read from the README's API table", n)
+	}
+}
+
+// doJSON makes an authenticated request to a and decodes a 2xx answer.
+func doJSON(t *testing.T, a *app.App, method, path, body string, out any) {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://"+a.Addr()+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+startAppKey)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode/100 != 2 {
+		raw, _ := io.ReadAll(res.Body)
+		t.Fatalf("%s %s: %d %s", method, path, res.StatusCode, raw)
+	}
+	if err := json.NewDecoder(bufio.NewReader(res.Body)).Decode(out); err != nil {
+		t.Fatal(err)
+	}
+}
