@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/receipts"
 	"github.com/wamux/wamux/store"
 )
 
@@ -72,6 +73,12 @@ func (s *Server) handleReceiptsBatch(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		rs[i] = wamux.Receipt{MessageID: in.MessageID, AccountID: req.AccountID, Type: typ, EventTime: time.UnixMilli(*in.EventTime).UTC()}
+		// The pipeline's own checks, here so that their refusal names the
+		// receipt as this endpoint does (Ingest would say "receipt i").
+		if err := receipts.Normalize(&rs[i]); err != nil {
+			writeError(w, r, wamux.Errorf(wamux.EInvalid, "receipts[%d]: %s", i, wamux.ErrorMessage(err)))
+			return
+		}
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.storeTimeout)
 	defer cancel()

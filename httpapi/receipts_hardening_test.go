@@ -97,21 +97,21 @@ func TestReceiptsBatchRejects(t *testing.T) {
 		ct, body string
 		status   int
 	}{
-		"text/plain":     {"text/plain", `{"account_id":"acc1","receipts":[{"message_id":"w","type":"sent","event_time":1}]}`, 415},
-		"blank id":       {"", `{"account_id":"acc1","receipts":[{"message_id":"w","type":"sent","event_time":1},{"message_id":"  ","type":"sent","event_time":1}]}`, 400},
-		"nul id":         {"", `{"account_id":"acc1","receipts":[{"message_id":"w","type":"sent","event_time":1},{"message_id":"a\u0000b","type":"sent","event_time":1}]}`, 400},
-		"long id":        {"", `{"account_id":"acc1","receipts":[{"message_id":"w","type":"sent","event_time":1},{"message_id":"` + long + `","type":"sent","event_time":1}]}`, 400},
-		"year 10000":     {"", `{"account_id":"acc1","receipts":[{"message_id":"w","type":"sent","event_time":1},{"message_id":"x","type":"sent","event_time":253402300800000}]}`, 400},
+		"text/plain":     {"text/plain", `{"account_id":"acc1","receipts":[{"message_id":"w","type":"sent","event_time":1750030073000}]}`, 415},
+		"blank id":       {"", `{"account_id":"acc1","receipts":[{"message_id":"w","type":"sent","event_time":1750030073000},{"message_id":"  ","type":"sent","event_time":1750030073000}]}`, 400},
+		"nul id":         {"", `{"account_id":"acc1","receipts":[{"message_id":"w","type":"sent","event_time":1750030073000},{"message_id":"a\u0000b","type":"sent","event_time":1750030073000}]}`, 400},
+		"long id":        {"", `{"account_id":"acc1","receipts":[{"message_id":"w","type":"sent","event_time":1750030073000},{"message_id":"` + long + `","type":"sent","event_time":1750030073000}]}`, 400},
+		"year 10000":     {"", `{"account_id":"acc1","receipts":[{"message_id":"w","type":"sent","event_time":1750030073000},{"message_id":"x","type":"sent","event_time":253402300800000}]}`, 400},
 		"max int64":      {"", `{"account_id":"acc1","receipts":[{"message_id":"w","type":"sent","event_time":9223372036854775807}]}`, 400},
 		"float time":     {"", `{"account_id":"acc1","receipts":[{"message_id":"w","type":"sent","event_time":1.5}]}`, 400},
-		"huge version":   {"", `{"account_id":"acc1","receipts":[{"message_id":"w","type":"sent","event_time":1,"version":99999999999999999999}]}`, 400},
-		"negative ver":   {"", `{"account_id":"acc1","receipts":[{"message_id":"w","type":"failed","event_time":1,"version":-1}]}`, 400},
+		"huge version":   {"", `{"account_id":"acc1","receipts":[{"message_id":"w","type":"sent","event_time":1750030073000,"version":99999999999999999999}]}`, 400},
+		"negative ver":   {"", `{"account_id":"acc1","receipts":[{"message_id":"w","type":"failed","event_time":1750030073000,"version":-1}]}`, 400},
 		"receipts null":  {"", `{"account_id":"acc1","receipts":null}`, 400},
 		"receipt null":   {"", `{"account_id":"acc1","receipts":[null]}`, 400},
-		"account blank":  {"", `{"account_id":" ","receipts":[{"message_id":"w","type":"sent","event_time":1}]}`, 400},
-		"account padded": {"", `{"account_id":" acc1 ","receipts":[{"message_id":"w","type":"sent","event_time":1}]}`, 400},
+		"account blank":  {"", `{"account_id":" ","receipts":[{"message_id":"w","type":"sent","event_time":1750030073000}]}`, 400},
+		"account padded": {"", `{"account_id":" acc1 ","receipts":[{"message_id":"w","type":"sent","event_time":1750030073000}]}`, 400},
 		"array body":     {"", `[]`, 400},
-		"trailing":       {"", `{"account_id":"acc1","receipts":[{"message_id":"w","type":"sent","event_time":1}]} x`, 400},
+		"trailing":       {"", `{"account_id":"acc1","receipts":[{"message_id":"w","type":"sent","event_time":1750030073000}]} x`, 400},
 	}
 	for name, c := range cases {
 		ct := c.ct
@@ -139,7 +139,7 @@ func TestReceiptRoutesLeakNoSecret(t *testing.T) {
 			seen.WriteString(k + ": " + strings.Join(v, ",") + "\n")
 		}
 	}
-	rec(b.json(t, http.MethodPost, "/v1/receipts:batch", `{"account_id":"acc1","receipts":[{"message_id":"w","type":"sent","event_time":1}]}`))
+	rec(b.json(t, http.MethodPost, "/v1/receipts:batch", `{"account_id":"acc1","receipts":[{"message_id":"w","type":"sent","event_time":1750030073000}]}`))
 	rec(b.do(t, http.MethodPost, "/v1/receipts:batch", testKey+"x", strings.NewReader(`{}`)))
 	rec(b.do(t, http.MethodGet, "/v1/dead-letters?access_token="+testToken, testKey, nil, "X-Api-Key", testKey, "Cookie", "s="+appSecret))
 	rec(b.do(t, http.MethodGet, "/v1/late-receipts?limit="+testKey, testKey, nil))
@@ -218,4 +218,31 @@ func TestReceiptsBatchFullBodyNo5xx(t *testing.T) {
 	if r.status >= 500 {
 		t.Fatalf("full batch = %d", r.status)
 	}
+}
+
+// TestReceiptsBatchNamesBadReceipt: a batch refused for one receipt names
+// it as receipts[i], whichever check refuses it (the README's promise an
+// agent's author relies on to find the receipt), and stores nothing.
+func TestReceiptsBatchNamesBadReceipt(t *testing.T) {
+	b := newHardeningBundle(t)
+	const good = `{"message_id":"wamid.ok","type":"sent","event_time":1750030073000}`
+	for name, bad := range map[string]string{
+		"blank message_id":     `{"message_id":" ","type":"sent","event_time":1750030073000}`,
+		"no message_id":        `{"type":"sent","event_time":1750030073000}`,
+		"NUL in message_id":    `{"message_id":"a\u0000b","type":"sent","event_time":1750030073000}`,
+		"event_time in 1970":   `{"message_id":"wamid.x","type":"sent","event_time":999}`,
+		"event_time past 9999": `{"message_id":"wamid.x","type":"sent","event_time":253402300800000}`,
+		"unknown type":         `{"message_id":"wamid.x","type":"played","event_time":1750030073000}`,
+	} {
+		r := b.json(t, http.MethodPost, "/v1/receipts:batch", `{"account_id":"acc1","receipts":[`+good+`,`+bad+`]}`)
+		if r.status != http.StatusBadRequest {
+			t.Errorf("%s: %d %s, want 400", name, r.status, r.body)
+			continue
+		}
+		errorOf(t, r)
+		if !strings.Contains(string(r.body), `"message":"receipts[1]: `) {
+			t.Errorf("%s: %s does not name receipts[1]", name, r.body)
+		}
+	}
+	b.nothingStored(t, "batches with a bad receipt")
 }

@@ -384,14 +384,14 @@ func TestReceiptsBatch(t *testing.T) {
 		body string
 		want int
 	}{
-		"unknown account": {`{"account_id":"nope","receipts":[{"message_id":"w","type":"sent","event_time":1}]}`, 400},
-		"no account":      {`{"receipts":[{"message_id":"w","type":"sent","event_time":1}]}`, 400},
+		"unknown account": {`{"account_id":"nope","receipts":[{"message_id":"w","type":"sent","event_time":1750030073000}]}`, 400},
+		"no account":      {`{"receipts":[{"message_id":"w","type":"sent","event_time":1750030073000}]}`, 400},
 		"no receipts":     {`{"account_id":"acc1","receipts":[]}`, 400},
-		"bad type":        {`{"account_id":"acc1","receipts":[{"message_id":"w","type":"sent","event_time":1},{"message_id":"w","type":"played","event_time":1}]}`, 400},
+		"bad type":        {`{"account_id":"acc1","receipts":[{"message_id":"w","type":"sent","event_time":1750030073000},{"message_id":"w","type":"played","event_time":1750030073000}]}`, 400},
 		"no event time":   {`{"account_id":"acc1","receipts":[{"message_id":"w","type":"sent"}]}`, 400},
-		"no message id":   {`{"account_id":"acc1","receipts":[{"type":"sent","event_time":1}]}`, 400},
-		"version clash":   {`{"account_id":"acc1","receipts":[{"message_id":"w","type":"read","event_time":1,"version":1}]}`, 400},
-		"unknown field":   {`{"account_id":"acc1","receipts":[{"message_id":"w","type":"sent","event_time":1,"x":1}]}`, 400},
+		"no message id":   {`{"account_id":"acc1","receipts":[{"type":"sent","event_time":1750030073000}]}`, 400},
+		"version clash":   {`{"account_id":"acc1","receipts":[{"message_id":"w","type":"read","event_time":1750030073000,"version":1}]}`, 400},
+		"unknown field":   {`{"account_id":"acc1","receipts":[{"message_id":"w","type":"sent","event_time":1750030073000,"x":1}]}`, 400},
 		"malformed":       {`{"account_id":"acc1","receipts":[`, 400},
 	} {
 		if r := post(c.body); r.status != c.want {
@@ -400,7 +400,7 @@ func TestReceiptsBatch(t *testing.T) {
 			errorOf(t, r)
 		}
 	}
-	big := `{"account_id":"acc1","receipts":[{"message_id":"` + strings.Repeat("a", httpapi.MaxBodyBatch) + `","type":"sent","event_time":1}]}`
+	big := `{"account_id":"acc1","receipts":[{"message_id":"` + strings.Repeat("a", httpapi.MaxBodyBatch) + `","type":"sent","event_time":1750030073000}]}`
 	if r := post(big); r.status != http.StatusRequestEntityTooLarge {
 		t.Errorf("over 8 MiB: %d, want 413", r.status)
 	}

@@ -46,8 +46,11 @@ func Normalize(r *wamux.Receipt) error {
 	if _, err := wamux.ParseReceiptType(string(r.Type)); err != nil {
 		return err
 	}
-	if r.EventTime.IsZero() || r.EventTime.Unix() <= 0 {
+	if r.EventTime.IsZero() {
 		return wamux.Errorf(wamux.EInvalid, "event_time is required")
+	}
+	if r.EventTime.Unix() <= 0 {
+		return wamux.Errorf(wamux.EInvalid, "event_time is before 1970-01-01T00:00:01Z")
 	}
 	if r.EventTime.Year() > 9999 {
 		return wamux.Errorf(wamux.EInvalid, "event_time is out of range")
