@@ -36,16 +36,7 @@ func TestDeployFiles(t *testing.T) {
 	reg := startApp(t).Registry()
 	wired := receiptsWired(reg)
 
-	raw, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "prometheus", "alerts.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rules alertRules
-	dec := yaml.NewDecoder(bytes.NewReader(raw))
-	dec.KnownFields(true)
-	if err := dec.Decode(&rules); err != nil {
-		t.Fatalf("alerts.yml: %v", err)
-	}
+	raw, rules := readAlerts(t)
 	alerts := map[string]string{} // name → expr
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {
@@ -78,7 +69,7 @@ func TestDeployFiles(t *testing.T) {
 	}
 	checkNames(t, "alerts.yml", string(raw), docs, wired, func(n string) bool { return registered(reg, n) })
 
-	raw, err = os.ReadFile(filepath.Join(repoRoot, "deploy", "grafana", "wamux.json"))
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "grafana", "wamux.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,6 +100,35 @@ func TestDeployFiles(t *testing.T) {
 	}
 	// Check every name in the file, queries and template variables alike.
 	checkNames(t, "wamux.json", string(raw), docs, wired, func(n string) bool { return registered(reg, n) })
+}
+
+// readAlerts reads deploy/prometheus/alerts.yml, unknown fields refused.
+func readAlerts(t *testing.T) ([]byte, alertRules) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "prometheus", "alerts.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules alertRules
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(&rules); err != nil {
+		t.Fatalf("alerts.yml: %v", err)
+	}
+	return raw, rules
+}
+
+// alertExprs is alert name → expression of alerts.yml.
+func alertExprs(t *testing.T) map[string]string {
+	t.Helper()
+	_, rules := readAlerts(t)
+	out := map[string]string{}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			out[r.Alert] = r.Expr
+		}
+	}
+	return out
 }
 
 // checkNames finds every wamux_ metric named in text (a histogram's

@@ -124,11 +124,15 @@ func receiptsWired(reg *prometheus.Registry) bool {
 	return registered(reg, "wamux_receipts_received_total")
 }
 
-var docRow = regexp.MustCompile("^\\| `(wamux_[a-z0-9_]+)` \\| (counter|gauge|histogram) \\|")
+var docRow = regexp.MustCompile("^\\| `(wamux_[a-z0-9_]+)` \\| (counter|gauge|histogram) \\| ([^|]*) \\|(.*)$")
 
 // docMetric is one row of docs/metrics.md.
 type docMetric struct {
 	section, kind string
+	// labels are the label names of the labels cell ("—": none).
+	labels []string
+	// text is the rest of the row: meaning and what to do.
+	text string
 }
 
 // documented reads docs/metrics.md: every metric row, by name.
@@ -153,7 +157,14 @@ func documented(t *testing.T) map[string]docMetric {
 			if _, dup := out[m[1]]; dup {
 				t.Errorf("docs/metrics.md documents %s twice", m[1])
 			}
-			out[m[1]] = docMetric{section: section, kind: m[2]}
+			d := docMetric{section: section, kind: m[2], text: m[4]}
+			for _, l := range regexp.MustCompile("`([a-z_]+)`").FindAllStringSubmatch(m[3], -1) {
+				d.labels = append(d.labels, l[1])
+			}
+			if len(d.labels) == 0 && strings.TrimSpace(m[3]) != "—" {
+				t.Errorf("docs/metrics.md: %s: labels cell %q is neither label names nor —", m[1], m[3])
+			}
+			out[m[1]] = d
 		}
 	}
 	if len(out) < 20 {

@@ -2,10 +2,14 @@ package e2e_test
 
 import (
 	"fmt"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // TestMetricsDocumented: on the real app, every documented metric is
@@ -98,3 +102,99 @@ func TestDemoMetrics(t *testing.T) {
 		}
 	}
 }
+
+// descLabels reads every metric descriptor registered on reg, series or
+// not: name → variable label names, and the wamux_ names that carry
+// constant labels. The registry offers them only as Desc strings.
+func descLabels(t *testing.T, reg *prometheus.Registry) (labels map[string][]string, constant []string) {
+	t.Helper()
+	ch := make(chan *prometheus.Desc)
+	go func() {
+		reg.Describe(ch)
+		close(ch)
+	}()
+	labels = map[string][]string{}
+	for d := range ch {
+		m := descString.FindStringSubmatch(d.String())
+		if m == nil {
+			t.Fatalf("cannot read descriptor %s", d)
+		}
+		var ls []string
+		if m[3] != "" {
+			ls = strings.Split(m[3], ",")
+		}
+		labels[m[1]] = ls
+		if m[2] != "" && strings.HasPrefix(m[1], "wamux_") {
+			constant = append(constant, m[1])
+		}
+	}
+	return labels, constant
+}
+
+var descString = regexp.MustCompile(`^Desc\{fqName: "([^"]+)", .*constLabels: \{([^}]*)\}, variableLabels: \{([^}]*)\}\}$`)
+
+// unboundedLabels are label names that would carry a value per message,
+// per customer or a secret: none may be a metric label.
+var unboundedLabels = []string{"msg_id", "message_id", "wamid", "id", "to", "recipient", "phone", "phone_number",
+	"phone_number_id", "from", "user", "client_seq", "error", "message", "token", "access_token", "secret",
+	"app_secret", "api_key", "key", "verify_token", "url", "path", "request_id"}
+
+// TestMetricLabelsDocumented: every registered wamux_ metric has exactly the
+// label names docs/metrics.md gives it (vectors without series included),
+// no constant labels, and no label that names a message, a customer or a
+// secret.
+func TestMetricLabelsDocumented(t *testing.T) {
+	docs := documented(t)
+	labels, constant := descLabels(t, startApp(t).Registry())
+	if len(constant) > 0 {
+		t.Errorf("metrics with constant labels: %v", constant)
+	}
+	n := 0
+	for name, got := range labels {
+		if !strings.HasPrefix(name, "wamux_") {
+			continue
+		}
+		n++
+		for _, l := range got {
+			if slices.Contains(unboundedLabels, l) {
+				t.Errorf("%s has label %q: unbounded or secret", name, l)
+			}
+		}
+		d, ok := docs[name]
+		if !ok {
+			continue // TestMetricsDocumented reports it
+		}
+		g, w := slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(d.labels))
+		if !slices.Equal(g, w) {
+			t.Errorf("%s has labels %v, docs/metrics.md says %v", name, g, w)
+		}
+	}
+	if n < len(docs) {
+		t.Errorf("only %d wamux_ metrics registered, %d documented", n, len(docs))
+	}
+}
+
+// TestDocsAlertsExist: an alert docs/metrics.md names in a metric's row is
+// a rule in deploy/prometheus/alerts.yml, and that rule's expression uses
+// the metric of the row.
+func TestDocsAlertsExist(t *testing.T) {
+	rules := alertExprs(t)
+	n := 0
+	for name, d := range documented(t) {
+		for _, m := range alertMention.FindAllStringSubmatch(d.text, -1) {
+			n++
+			expr, ok := rules[m[1]]
+			switch {
+			case !ok:
+				t.Errorf("docs/metrics.md (%s) names alert %s, which alerts.yml does not have", name, m[1])
+			case !strings.Contains(expr, name):
+				t.Errorf("docs/metrics.md names alert %s for %s, but its expression does not use it: %s", m[1], name, expr)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("docs/metrics.md names no alert")
+	}
+}
+
+var alertMention = regexp.MustCompile("alert `(Wamux[A-Za-z]+)`")
