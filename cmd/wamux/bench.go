@@ -23,58 +23,19 @@ var benchKinds = map[string]struct {
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	// --cpuprofile=FILE before the kind writes a Go CPU profile of the
-	// whole run, which is how the figures in docs/BENCHMARKS.md are
-	// explained; --memprofile=FILE the allocations of the whole run (heap
-	// profile written at the end: alloc_space says where the garbage the
-	// collector spends its share on comes from).
-	if len(args) > 0 && strings.HasPrefix(args[0], "--memprofile=") {
-		path := strings.TrimPrefix(args[0], "--memprofile=")
-		args = args[1:]
-		defer func() {
-			f, err := os.Create(path)
-			if err == nil {
-				err = errors.Join(pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
-			}
-			if err != nil {
-				fmt.Fprintf(stderr, "wamux bench: memprofile: %v\n", err)
-			}
-		}()
-	}
-	// --trace=FILE (after --cpuprofile) writes a runtime execution trace:
-	// where the run waits rather than computes (go tool trace
-	// -pprof=sync|syscall|sched FILE).
-	for _, rec := range []struct {
-		flag  string
-		start func(io.Writer) error
-		stop  func()
-	}{
-		{"--cpuprofile=", pprof.StartCPUProfile, pprof.StopCPUProfile},
-		{"--trace=", trace.Start, trace.Stop},
-	} {
-		if len(args) == 0 || !strings.HasPrefix(args[0], rec.flag) {
-			continue
-		}
-		f, err := os.Create(strings.TrimPrefix(args[0], rec.flag))
-		if err == nil {
-			if err = rec.start(f); err != nil {
-				f.Close()
-			}
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "wamux bench: %v\n", err)
-			return 1
-		}
-		args = args[1:]
-		defer f.Close()
-		defer rec.stop()
+	args, stop, err := startProfiles(args, stderr)
+	defer stop()
+	if err != nil {
+		fmt.Fprintf(stderr, "wamux bench: %v\n", err)
+		return 1
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		w := stderr
 		if len(args) > 0 {
 			w = stdout
 		}
-		fmt.Fprintln(w, "usage: wamux bench [--memprofile=FILE] [--cpuprofile=FILE] [--trace=FILE] <kind> [flags] [--json]")
+		fmt.Fprintln(w, "usage: wamux bench [--cpuprofile=FILE] [--memprofile=FILE] [--trace=FILE] <kind> [flags] [--json]")
+		fmt.Fprintln(w, "\nThe profile options come before the kind, in any order.")
 		fmt.Fprintln(w, "\nkinds:")
 		for _, k := range []string{"outbound", "receipts", "webhook"} {
 			fmt.Fprintf(w, "  %-9s %s\n", k, benchKinds[k].summary)
@@ -90,4 +51,71 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 2
 	}
 	return k.run(ctx, args[1:], stdout, stderr)
+}
+
+// startProfiles takes the profile options before the kind, in any order,
+// and returns the arguments after them and a stop that writes the
+// profiles. --cpuprofile=FILE writes a Go CPU profile of the whole run,
+// which is how the figures in docs/BENCHMARKS.md are explained;
+// --memprofile=FILE the allocations of the whole run (heap profile written
+// at the end: alloc_space says where the garbage the collector spends its
+// share on comes from); --trace=FILE a runtime execution trace: where the
+// run waits rather than computes (go tool trace -pprof=sync|syscall|sched
+// FILE). stop is safe to call after an error.
+func startProfiles(args []string, stderr io.Writer) (rest []string, stop func(), err error) {
+	var stops []func()
+	memPath := ""
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+		if memPath == "" {
+			return
+		}
+		f, err := os.Create(memPath)
+		if err == nil {
+			err = errors.Join(pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "wamux bench: memprofile: %v\n", err)
+		}
+	}
+	record := func(path string, start func(io.Writer) error, end func()) error {
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		if err := start(f); err != nil {
+			f.Close()
+			return err
+		}
+		stops = append(stops, func() { end(); f.Close() })
+		return nil
+	}
+	for ; len(args) > 0; args = args[1:] {
+		name, path, hasPath := strings.Cut(args[0], "=")
+		switch strings.TrimLeft(name, "-") {
+		case "memprofile", "cpuprofile", "trace":
+			if !strings.HasPrefix(name, "-") {
+				return args, stop, nil
+			}
+			if !hasPath || path == "" {
+				return args, stop, fmt.Errorf("%s needs a file: %s=FILE, before the kind", name, name)
+			}
+		default:
+			return args, stop, nil
+		}
+		switch strings.TrimLeft(name, "-") {
+		case "memprofile":
+			memPath = path
+		case "cpuprofile":
+			err = record(path, pprof.StartCPUProfile, pprof.StopCPUProfile)
+		case "trace":
+			err = record(path, trace.Start, trace.Stop)
+		}
+		if err != nil {
+			return args, stop, err
+		}
+	}
+	return args, stop, nil
 }

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// docFiles are the documents that show wamux command lines.
+var docFiles = []string{"../../README.md", "../../docs/BENCHMARKS.md"}
+
+// docCommand matches a wamux command line in a document: from the
+// subcommand to the end of the code span or line.
+var docCommand = regexp.MustCompile("wamux ((?:serve|sim|demo|bench)(?:[^`\n|#&]*))")
+
+// documentedCommands returns the argument lists of every wamux command the
+// documents show, with the placeholders of prose ("[--x]", "…", FILE)
+// turned into something a parser takes.
+func documentedCommands(t *testing.T) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, f := range docFiles {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range docCommand.FindAllStringSubmatch(string(raw), -1) {
+			line := strings.NewReplacer("[", " ", "]", " ", "…", " ").Replace(m[1])
+			var args []string
+			for _, w := range strings.Fields(line) {
+				if w == "or" || w == "before" { // prose after a code span
+					break
+				}
+				// Profiles go to the test's directory, not the package's.
+				if k, _, ok := strings.Cut(w, "="); ok && slices.Contains([]string{"--cpuprofile", "--memprofile", "--trace"}, k) {
+					w = k + "=" + filepath.Join(t.TempDir(), "profile")
+				}
+				args = append(args, w)
+			}
+			out[filepath.Base(f)+": wamux "+strings.Join(args, " ")] = args
+		}
+	}
+	return out
+}
+
+// TestDocumentedCommandsParse: every wamux command line the README and
+// docs/BENCHMARKS.md show still parses (the subcommand, kind and each
+// flag exist and take the value shown). Each runs with --help added, so
+// nothing is started; the context is cancelled in case something is.
+func TestDocumentedCommandsParse(t *testing.T) {
+	cmds := documentedCommands(t)
+	if len(cmds) < 15 {
+		t.Fatalf("only %d command lines found", len(cmds))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for where, args := range cmds {
+		if args[len(args)-1] == "bench" {
+			args = append(args, "outbound") // "wamux bench --cpuprofile=FILE" stands for any kind
+		}
+		var out, errOut strings.Builder
+		code := run(ctx, append(args, "--help"), &out, &errOut)
+		if code != 0 || !strings.Contains(out.String()+errOut.String(), "usage: wamux") {
+			t.Errorf("%s: exit %d\n%s%s", where, code, out.String(), errOut.String())
+		}
+	}
+}
+
+// TestDocumentedFlagsExist: every --flag the README and
+// docs/BENCHMARKS.md name, in a command line or in prose, is a flag of
+// some wamux command, as its --help shows.
+func TestDocumentedFlagsExist(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var help strings.Builder
+	for _, args := range [][]string{{"serve"}, {"sim"}, {"demo"}, {"bench"}, {"bench", "outbound"},
+		{"bench", "receipts"}, {"bench", "webhook"}} {
+		run(ctx, append(args, "--help"), &help, &help)
+	}
+	known := map[string]bool{"help": true}
+	for _, m := range regexp.MustCompile(`(?m)(?:^\s+|\[)-{1,2}([a-z0-9-]+)`).FindAllStringSubmatch(help.String(), -1) {
+		known[m[1]] = true
+	}
+	if len(known) < 50 {
+		t.Fatalf("only %d flags read from --help", len(known))
+	}
+	flagRef := regexp.MustCompile("`[^`]*`")
+	for _, f := range docFiles {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Flags in code spans and code blocks of the document.
+		text := string(raw)
+		var code []string
+		code = append(code, flagRef.FindAllString(text, -1)...)
+		for i, block := range strings.Split(text, "```") {
+			if i%2 == 1 {
+				code = append(code, block)
+			}
+		}
+		for _, c := range code {
+			if !strings.Contains(c, "wamux") && !strings.HasPrefix(c, "`--") {
+				continue // other tools' options (wrk, go test, curl)
+			}
+			for _, m := range regexp.MustCompile(`(?:^|[\s\x60\[])--([a-z0-9-]+)`).FindAllStringSubmatch(c, -1) {
+				if !known[m[1]] {
+					line := c
+					for _, l := range strings.Split(c, "\n") {
+						if strings.Contains(l, "--"+m[1]) {
+							line = l
+						}
+					}
+					t.Errorf("%s names --%s, which no wamux command has: %s", filepath.Base(f), m[1], line)
+				}
+			}
+		}
+	}
+}
+
+// TestBenchProfilesInAnyOrder: the profile flags before the kind may come
+// in any order, as the README names them ("--cpuprofile=FILE or
+// --memprofile=FILE before the kind"), and each writes its file.
+func TestBenchProfilesInAnyOrder(t *testing.T) {
+	dir := t.TempDir()
+	cpu, mem, trace := filepath.Join(dir, "cpu"), filepath.Join(dir, "mem"), filepath.Join(dir, "trace")
+	var out, errOut strings.Builder
+	code := run(context.Background(), []string{"bench", "--trace=" + trace, "--cpuprofile=" + cpu, "--memprofile=" + mem, "--help"}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, errOut.String())
+	}
+	for _, f := range []string{cpu, mem, trace} {
+		if st, err := os.Stat(f); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v (size %v)", filepath.Base(f), err, st)
+		}
+	}
+}
