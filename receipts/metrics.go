@@ -71,7 +71,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "wamux_receipts_partition_queued", Help: "Receipts waiting in memory for their partition processor.",
 		}, []string{"partition"}),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "wamux_receipts_partition_lag_seconds", Help: "Age of the oldest receipt in the batch a partition processed last.",
+			Name: "wamux_receipts_partition_lag_seconds", Help: "Age of the oldest receipt in the batch a partition processed last; 0 while it has nothing to process.",
 		}, []string{"partition"}),
 	}
 	for _, c := range []prometheus.Collector{m.received, m.dedup, m.falsePositives, m.merged, m.late, m.failures,

@@ -159,6 +159,11 @@ func (p *Pipeline) run(pt *partition) {
 		case stopping:
 			return
 		default:
+			// Nothing queued or left in the log: nothing lags. Without
+			// this the gauge would keep the age of the last batch, and an
+			// idle partition that last drained a backlog would hold the
+			// lag alert on.
+			pt.lag.Set(0)
 			if !p.sleep(pt, 0) {
 				return
 			}

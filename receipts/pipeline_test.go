@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/receipts"
@@ -603,5 +606,48 @@ func TestStatusMeetsWAMIDRecordedMeanwhile(t *testing.T) {
 				t.Errorf("%d message lookups ran before the states they resolve were stored", n)
 			}
 		})
+	}
+}
+
+// TestIdlePartitionReportsNoLag: once a partition has processed everything
+// it was given, wamux_receipts_partition_lag_seconds reads 0, however old
+// its last batch was; a backlog drained after a pause or a restart must not
+// keep the WamuxReceiptLag alert firing on a partition with nothing left.
+func TestIdlePartitionReportsNoLag(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	p := startPipeline(t, receipts.Config{Store: openSQLite(t), Registry: reg})
+	old := rcpt("acc1", "w1", wamux.ReceiptSent, 0)
+	old.ReceivedAt = time.Now().Add(-time.Hour) // taken in an hour ago, say before a restart
+	ingest(t, p, old)
+	flush(t, p)
+	lag := func() (max float64, n int) {
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fams {
+			if f.GetName() != "wamux_receipts_partition_lag_seconds" {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				n++
+				max = math.Max(max, m.GetGauge().GetValue())
+			}
+		}
+		return max, n
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		max, n := lag()
+		if n == 0 {
+			t.Fatal("no partition lag series")
+		}
+		if max == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("partition lag still %.0f s with nothing left to process", max)
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
 	}
 }
