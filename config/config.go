@@ -70,7 +70,7 @@ type Config struct {
 	// receipt pipeline's Bloom filter holds at its designed 1 % false
 	// positives over 48 hours. Beyond it the rate climbs and more receipts
 	// are confirmed against the store (none is lost either way); memory is
-	// about 142 bytes per key. Static: it sizes memory at start.
+	// about 141 bytes per key. Static: it sizes memory at start.
 	ReceiptBloomPerHour int `yaml:"receipt_bloom_per_hour"`
 	// Settings are runtime settings (the keys of /v1/config, values as
 	// text: "90s", "false", "5000"), applied at start and on SIGHUP over
@@ -165,7 +165,7 @@ func Load(args []string, getenv func(string) string, out io.Writer) (Config, err
 	logLevel := fs.String("log-level", LogLevelDefault, "log level: debug, info, warn or error")
 	shutdown := fs.Duration("shutdown-timeout", ShutdownTimeoutDefault, "bound on draining in-flight work at shutdown")
 	bloomPerHour := fs.Int("receipt-bloom-per-hour", ReceiptBloomPerHourDefault,
-		"distinct receipts an hour the receipt Bloom filter is sized for (~142 bytes each)")
+		"distinct receipts an hour the receipt Bloom filter is sized for (~141 bytes each)")
 	fs.Usage = func() {
 		fmt.Fprintln(out, "usage: wamux serve [flags]")
 		fmt.Fprintln(out, "\nRuns the gateway. Precedence: flags > WAMUX_* environment > config file > defaults.")

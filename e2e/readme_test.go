@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/wamux/wamux/app"
 	"github.com/wamux/wamux/config"
+	"github.com/wamux/wamux/receipts"
 )
 
 // readme returns README.md as lines.
@@ -525,5 +527,23 @@ func doJSON(t *testing.T, a *app.App, method, path, body string, out any) {
 	}
 	if err := json.NewDecoder(bufio.NewReader(res.Body)).Decode(out); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBloomMemoryFigures: the memory the README and `wamux serve --help`
+// state for receipt_bloom_per_hour is what the filter allocates.
+func TestBloomMemoryFigures(t *testing.T) {
+	total := receipts.BloomConfig{ExpectedPerHour: config.ReceiptBloomPerHourDefault}.MemoryBytes()
+	perKey := int(math.Round(float64(total) / config.ReceiptBloomPerHourDefault))
+	mb := int(math.Round(float64(total) / 1e6))
+	text := strings.Join(readme(t), "\n")
+	want := fmt.Sprintf("~%d bytes each (%d MB by default)", perKey, mb)
+	if !strings.Contains(text, want) {
+		t.Errorf("README should say %q for receipt_bloom_per_hour", want)
+	}
+	var help strings.Builder
+	config.Load([]string{"--help"}, func(string) string { return "" }, &help)
+	if want := fmt.Sprintf("~%d bytes each", perKey); !strings.Contains(help.String(), want) {
+		t.Errorf("wamux serve --help should say %q:\n%s", want, help.String())
 	}
 }
