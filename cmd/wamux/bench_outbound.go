@@ -37,6 +37,9 @@ func runBenchOutbound(ctx context.Context, args []string, stdout, stderr io.Writ
 		}
 		return 2
 	}
+	if !noArgs(fs, stderr) {
+		return 2
+	}
 	f, err := parseFaults(*faults)
 	if err != nil {
 		fmt.Fprintf(stderr, "wamux bench outbound: %v\n", err)

@@ -40,6 +40,9 @@ func runBenchReceipts(ctx context.Context, args []string, stdout, stderr io.Writ
 		}
 		return 2
 	}
+	if !noArgs(fs, stderr) {
+		return 2
+	}
 	rep, err := bench.RunReceipts(ctx, bench.ReceiptsConfig{Receipts: *n, Messages: *m, Dup: *dup, Reorder: *reorder,
 		Store: *storeSpec, Batch: *batch, Callers: *callers, Seed: *seed, WAMIDs: *ids, BloomPerHour: *bloomPerHour, NoBaseline: !*baseline})
 	if err != nil {
@@ -88,6 +91,9 @@ func runBenchWebhook(ctx context.Context, args []string, stdout, stderr io.Write
 		if err == flag.ErrHelp {
 			return 0
 		}
+		return 2
+	}
+	if !noArgs(fs, stderr) {
 		return 2
 	}
 	rep, err := bench.RunWebhook(ctx, bench.WebhookConfig{Posts: *posts, Statuses: *statuses, Concurrency: *concurrency, Store: *storeSpec,

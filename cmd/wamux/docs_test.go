@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -136,6 +137,22 @@ func TestBenchProfilesInAnyOrder(t *testing.T) {
 	for _, f := range []string{cpu, mem, trace} {
 		if st, err := os.Stat(f); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v (size %v)", filepath.Base(f), err, st)
+		}
+	}
+}
+
+// TestStrayArgumentsRefused: a word the flags do not take ("wamux demo
+// 30s" for --duration 30s) is refused with exit 2, as serve and sim do,
+// instead of being ignored while the command runs without it.
+func TestStrayArgumentsRefused(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // should one run after all, it stops at once
+	for _, args := range [][]string{{"demo", "30s"}, {"bench", "outbound", "--json", "extra"},
+		{"bench", "receipts", "1000"}, {"bench", "webhook", "extra"}, {"serve", "extra"}, {"sim", "extra"}} {
+		var errOut strings.Builder
+		if code := run(ctx, args, io.Discard, &errOut); code != 2 ||
+			!strings.Contains(errOut.String(), "unexpected arguments") {
+			t.Errorf("wamux %s: exit %d, %q; want 2 and the arguments named", strings.Join(args, " "), code, errOut.String())
 		}
 	}
 }

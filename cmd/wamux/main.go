@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -59,4 +60,15 @@ func usage(w io.Writer, cmds map[string]command) {
 		fmt.Fprintf(w, "  %-6s %s\n", name, cmds[name].summary)
 	}
 	fmt.Fprintln(w, "\nrun 'wamux <command> --help' for its flags")
+}
+
+// noArgs reports whether fs took every argument; otherwise it names the
+// rest, so that a word meant as a flag's value ("wamux demo 30s") is not
+// ignored while the command runs without it.
+func noArgs(fs *flag.FlagSet, stderr io.Writer) bool {
+	if fs.NArg() == 0 {
+		return true
+	}
+	fmt.Fprintf(stderr, "%s: unexpected arguments %q\n", fs.Name(), fs.Args())
+	return false
 }
