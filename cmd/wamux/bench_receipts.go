@@ -57,7 +57,11 @@ func runBenchReceipts(ctx context.Context, args []string, stdout, stderr io.Writ
 		fmt.Fprintf(stdout, "%s: %d receipts (%d distinct) over %d messages (%s wamids), dup %.0f%%, reorder %.0f%%\n",
 			rep.Store, rep.Receipts, rep.Distinct, rep.Messages, rep.WAMIDs, 100*rep.DupRate, 100*rep.ReorderRate)
 		fmt.Fprintf(stdout, "pipeline  %.0f receipts/s (%.1fs), p50 %.0f ms, p99 %.0f ms\n", rep.ReceiptsPerSec, rep.ElapsedSec, rep.LatencyP50Ms, rep.LatencyP99Ms)
-		fmt.Fprintf(stdout, "baseline  %.0f rows/s raw inserts (%.1fs); ratio %.2f\n", rep.BaselineRowsPerSec, rep.BaselineElapsedSec, rep.Ratio)
+		if *baseline {
+			fmt.Fprintf(stdout, "baseline  %.0f rows/s raw inserts (%.1fs); ratio %.2f\n", rep.BaselineRowsPerSec, rep.BaselineElapsedSec, rep.Ratio)
+		} else {
+			fmt.Fprintln(stdout, "baseline  not timed (--baseline=false)")
+		}
 		fmt.Fprintf(stdout, "lost %d, double applied %d, final state mismatches %d\n", rep.Lost, rep.DoubleApplied, rep.FinalStateMismatches)
 		fmt.Fprintf(stdout, "dedup hits: batch %d, lru %d, bloom %d, store %d; bloom false positives %d\n", rep.DedupHits["batch"],
 			rep.DedupHits["lru"], rep.DedupHits["bloom"], rep.DedupHits["store"], rep.BloomFalsePositives)

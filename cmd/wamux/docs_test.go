@@ -156,3 +156,16 @@ func TestStrayArgumentsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchReceiptsWithoutBaselineShowsNoRatio: with --baseline=false no
+// baseline is timed, so the text report says so instead of printing
+// "0 rows/s; ratio 0.00", which reads as a measured collapse.
+func TestBenchReceiptsWithoutBaselineShowsNoRatio(t *testing.T) {
+	var out, errOut strings.Builder
+	if code := run(context.Background(), []string{"bench", "receipts", "--receipts", "300", "--baseline=false"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d\n%s", code, errOut.String())
+	}
+	if strings.Contains(out.String(), "ratio") || !strings.Contains(out.String(), "baseline  not timed") {
+		t.Errorf("report:\n%s", out.String())
+	}
+}
