@@ -2,6 +2,7 @@ package outbound_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -22,33 +23,34 @@ func simOrder(e *env, to string) []string {
 	return ids
 }
 
-func sameIDs(got []string, want ...string) bool {
-	if len(got) != len(want) {
-		return false
+// coolDown does what PATCH /v1/accounts/{id} {"state":"cooldown",
+// "cooldown_until":…} does: the account stays active with a cooldown end,
+// which pauses it until then.
+func coolDown(t *testing.T, e *env, id string, until time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	active := wamux.AccountActive
+	a, err := e.store.UpdateAccount(ctx, id, store.AccountPatch{State: &active, CooldownUntil: &until})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i := range got {
-		if got[i] != want[i] {
-			return false
-		}
+	if err := e.d.AccountChanged(ctx, a); err != nil {
+		t.Fatal(err)
 	}
-	return true
 }
 
-// TestRecipientMovesWithItsQueuedMessages: a routed recipient's owner
-// goes into a cooldown (131048) while the recipient's first message waits
-// on it. The next message moves the recipient to another account; the
-// waiting message moves with it, ahead of the new one, so the customer
-// gets them in submit order (it used to stay on the cooling account and
-// arrive after the newer one).
-func TestRecipientMovesWithItsQueuedMessages(t *testing.T) {
+// spamCooledOwner routes a recipient's first message to account a (of a
+// and b, equal in everything but their ids), whose send gets 131048 (spam
+// rate limit): a cools down with the message queued on it.
+func spamCooledOwner(t *testing.T, to, numberA, numberB string) (*env, *fakeClock, wamux.Message) {
+	t.Helper()
 	clk := newFakeClock()
-	to := "15557100001"
 	sp, wrap := newScripted(map[string]cloudapi.Result{
 		to: {Outcome: cloudapi.Cooldown, Code: 131048, Delay: cloudapi.SpamCooldown, HTTPStatus: 400, Reason: "131048: spam rate limit"},
 	})
 	e := newEnv(t, envOpts{clock: clk, provider: wrap})
-	e.addAccount("a", "7101", 100, 10, sim.Limits{Rate: 1000})
-	e.addAccount("b", "7102", 100, 10, sim.Limits{Rate: 1000})
+	e.addAccount("a", numberA, 100, 10, sim.Limits{Rate: 1000})
+	e.addAccount("b", numberB, 100, 10, sim.Limits{Rate: 1000})
 	first := textMsg(t, outbound.Request{MsgID: "first", To: to})
 	if owner := e.submit(first)[0].Message.AccountID; owner != "a" {
 		t.Fatalf("first message routed to %s, want a (equal ratios, smallest id)", owner)
@@ -57,6 +59,17 @@ func TestRecipientMovesWithItsQueuedMessages(t *testing.T) {
 		return sp.callsTo(to) == 1 && e.status(first.ID) == wamux.StatusQueued &&
 			e.d.LimitState("a").State == wamux.AccountCooldown && e.d.AttemptsRunning("a") == 0
 	})
+	return e, clk, first
+}
+
+// TestRecipientMovesWithItsQueuedMessages: a routed recipient's owner
+// goes into a cooldown (131048) while the recipient's first message waits
+// on it. The next message moves the recipient to another account; the
+// waiting message moves with it, ahead of the new one, so the customer
+// gets them in submit order, not the newer first.
+func TestRecipientMovesWithItsQueuedMessages(t *testing.T) {
+	to := "15557100001"
+	e, clk, first := spamCooledOwner(t, to, "7101", "7102")
 	second := textMsg(t, outbound.Request{MsgID: "second", To: to})
 	if acc := e.submit(second)[0].Message.AccountID; acc != "b" {
 		t.Fatalf("second message routed to %s while a cools down, want b", acc)
@@ -66,7 +79,7 @@ func TestRecipientMovesWithItsQueuedMessages(t *testing.T) {
 	clk.Advance(cloudapi.SpamCooldown + time.Second)
 	e.d.Kick()
 	waitFor(t, "the first message accepted", 10*time.Second, func() bool { return e.status(first.ID) == wamux.StatusAccepted })
-	if got := simOrder(e, to); !sameIDs(got, "first", "second") {
+	if got := simOrder(e, to); !slices.Equal(got, []string{"first", "second"}) {
 		t.Fatalf("the customer got %v, want [first second]", got)
 	}
 	m, err := e.store.GetMessage(context.Background(), first.ID)
@@ -99,16 +112,7 @@ func TestUnknownOutcomeKeepsRecipientOnItsAccount(t *testing.T) {
 	waitFor(t, "the first outcome unknown", 10*time.Second, func() bool {
 		return sp.callsTo(to) == 1 && e.status(first.ID) == wamux.StatusUnknown
 	})
-	// What PATCH /v1/accounts/a {"state":"cooldown"} does.
-	ctx := context.Background()
-	cooling, until := wamux.AccountCooldown, clk.Now().Add(time.Minute)
-	a, err := e.store.UpdateAccount(ctx, "a", store.AccountPatch{State: &cooling, CooldownUntil: &until})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.d.AccountChanged(ctx, a); err != nil {
-		t.Fatal(err)
-	}
+	coolDown(t, e, "a", clk.Now().Add(time.Minute))
 	second := textMsg(t, outbound.Request{MsgID: "second", To: to})
 	if acc := e.submit(second)[0].Message.AccountID; acc != "a" {
 		t.Fatalf("second message routed to %s, want a: the recipient's unknown first message pins it", acc)
@@ -118,7 +122,7 @@ func TestUnknownOutcomeKeepsRecipientOnItsAccount(t *testing.T) {
 	waitFor(t, "both accepted", 10*time.Second, func() bool {
 		return e.status(first.ID) == wamux.StatusAccepted && e.status(second.ID) == wamux.StatusAccepted
 	})
-	if got := simOrder(e, to); !sameIDs(got, "first", "second") {
+	if got := simOrder(e, to); !slices.Equal(got, []string{"first", "second"}) {
 		t.Fatalf("the customer got %v, want [first second]", got)
 	}
 }
@@ -128,22 +132,8 @@ func TestUnknownOutcomeKeepsRecipientOnItsAccount(t *testing.T) {
 // gave. It must go out from that account, so the recipient cannot take its
 // messages along: it stays, and the next routed message queues behind.
 func TestClientChosenAccountKeepsRecipient(t *testing.T) {
-	clk := newFakeClock()
 	to := "15557100003"
-	sp, wrap := newScripted(map[string]cloudapi.Result{
-		to: {Outcome: cloudapi.Cooldown, Code: 131048, Delay: cloudapi.SpamCooldown, HTTPStatus: 400, Reason: "131048: spam rate limit"},
-	})
-	e := newEnv(t, envOpts{clock: clk, provider: wrap})
-	e.addAccount("a", "7301", 100, 10, sim.Limits{Rate: 1000})
-	e.addAccount("b", "7302", 100, 10, sim.Limits{Rate: 1000})
-	first := textMsg(t, outbound.Request{MsgID: "first", To: to})
-	if owner := e.submit(first)[0].Message.AccountID; owner != "a" {
-		t.Fatalf("first message routed to %s, want a", owner)
-	}
-	waitFor(t, "a cooling down with the first message queued", 10*time.Second, func() bool {
-		return sp.callsTo(to) == 1 && e.status(first.ID) == wamux.StatusQueued &&
-			e.d.LimitState("a").State == wamux.AccountCooldown && e.d.AttemptsRunning("a") == 0
-	})
+	e, clk, first := spamCooledOwner(t, to, "7301", "7302")
 	chosen := textMsg(t, outbound.Request{MsgID: "chosen", AccountID: "a", To: to})
 	e.submit(chosen)
 	third := textMsg(t, outbound.Request{MsgID: "third", To: to})
@@ -156,7 +146,7 @@ func TestClientChosenAccountKeepsRecipient(t *testing.T) {
 		return e.status(first.ID) == wamux.StatusAccepted && e.status(chosen.ID) == wamux.StatusAccepted &&
 			e.status(third.ID) == wamux.StatusAccepted
 	})
-	if got := simOrder(e, to); !sameIDs(got, "first", "chosen", "third") {
+	if got := simOrder(e, to); !slices.Equal(got, []string{"first", "chosen", "third"}) {
 		t.Fatalf("the customer got %v, want [first chosen third]", got)
 	}
 	if got := e.sim.Messages("7301", to); len(got) != 3 {
@@ -171,17 +161,8 @@ func TestPriorityKeepsRecipientOrder(t *testing.T) {
 	clk := newFakeClock()
 	e := newEnv(t, envOpts{clock: clk})
 	e.addAccount("acc", "7401", 100, 10, sim.Limits{Rate: 1000})
-	// What PATCH /v1/accounts/acc {"state":"cooldown"} does: everything
-	// below waits in the queue together.
-	ctx := context.Background()
-	cooling, until := wamux.AccountCooldown, clk.Now().Add(time.Minute)
-	a, err := e.store.UpdateAccount(ctx, "acc", store.AccountPatch{State: &cooling, CooldownUntil: &until})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.d.AccountChanged(ctx, a); err != nil {
-		t.Fatal(err)
-	}
+	// Everything below waits in the queue together.
+	coolDown(t, e, "acc", clk.Now().Add(time.Minute))
 	to := "15557100004"
 	e.submit(
 		textMsg(t, outbound.Request{MsgID: "older-p1", AccountID: "acc", To: to}),
@@ -191,7 +172,7 @@ func TestPriorityKeepsRecipientOrder(t *testing.T) {
 	clk.Advance(2 * time.Minute)
 	e.d.Kick()
 	e.waitAccepted(2, 10*time.Second)
-	if got := simOrder(e, to); !sameIDs(got, "older-p1", "urgent-p0") {
+	if got := simOrder(e, to); !slices.Equal(got, []string{"older-p1", "urgent-p0"}) {
 		t.Fatalf("the customer got %v, want [older-p1 urgent-p0]", got)
 	}
 }
