@@ -1,0 +1,299 @@
+package httpapi_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/httpapi"
+	"github.com/wamux/wamux/outbound"
+	"github.com/wamux/wamux/receipts"
+	"github.com/wamux/wamux/settings"
+	"github.com/wamux/wamux/store"
+	"github.com/wamux/wamux/store/sqlite"
+)
+
+// countingPipelines stand in for the send and receipt pipelines and count
+// every call, so a test can prove a refused request reached neither.
+type countingPipelines struct{ calls atomic.Int64 }
+
+var errCounted = errors.New("counted call")
+
+func (p *countingPipelines) Submit(context.Context, []wamux.Message) ([]outbound.SubmitResult, error) {
+	p.calls.Add(1)
+	return nil, errCounted
+}
+func (p *countingPipelines) Release(context.Context, string) (wamux.Message, error) {
+	p.calls.Add(1)
+	return wamux.Message{}, errCounted
+}
+func (p *countingPipelines) Drop(context.Context, string) (wamux.Message, error) {
+	p.calls.Add(1)
+	return wamux.Message{}, errCounted
+}
+func (p *countingPipelines) AccountChanged(context.Context, wamux.Account) error {
+	p.calls.Add(1)
+	return nil
+}
+func (p *countingPipelines) Ingest(context.Context, string, []wamux.Receipt) (receipts.IngestResult, error) {
+	p.calls.Add(1)
+	return receipts.IngestResult{}, errCounted
+}
+func (p *countingPipelines) AddInbound(context.Context, []store.InboundMessage) error {
+	p.calls.Add(1)
+	return errCounted
+}
+func (p *countingPipelines) DeadLetter(context.Context, string, []store.DeadLetter) error {
+	p.calls.Add(1)
+	return errCounted
+}
+
+// fullServer is the API with every optional part configured, so every
+// route is registered: a real store and settings, counting pipelines.
+type fullServer struct {
+	api   *httpapi.Server
+	srv   *httptest.Server
+	store store.Store
+	set   *settings.Manager
+	pipes *countingPipelines
+	logs  *syncBuffer
+}
+
+func newFullServer(t *testing.T) *fullServer {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "wamux.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, err := st.CreateAccount(ctx, wamux.Account{ID: "acc1", PhoneNumberID: phoneID, AccessToken: testToken,
+		BaseURL: wamux.DefaultBaseURL, RatePerSec: 80, Burst: 80, State: wamux.AccountActive}); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	log := slog.New(httpapi.WithRequestIDs(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	set, err := settings.Load(ctx, st, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pipes := &countingPipelines{}
+	api, err := httpapi.New(httpapi.Config{Store: st, Registry: prometheus.NewRegistry(), APIKeys: []string{testKey},
+		Logger: log, Outbound: pipes, Receipts: pipes, Settings: set, AppSecret: appSecret, VerifyToken: verifyToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	return &fullServer{api: api, srv: srv, store: st, set: set, pipes: pipes, logs: logs}
+}
+
+// The routes README's API table documents: /v1 ones need an API key, the
+// others are open (health, metrics, dashboard) or signed (webhook).
+var (
+	keyedRoutes = []string{
+		"POST /v1/accounts", "GET /v1/accounts", "GET /v1/accounts/{id}", "PATCH /v1/accounts/{id}",
+		"POST /v1/messages", "POST /v1/messages:batch", "GET /v1/messages/{msg_id}",
+		"POST /v1/messages/{msg_id}/release", "POST /v1/messages/{msg_id}/drop",
+		"GET /v1/config", "PATCH /v1/config",
+		"POST /v1/receipts:batch", "GET /v1/dead-letters", "GET /v1/late-receipts",
+	}
+	openRoutes = []string{
+		"GET /healthz", "GET /readyz", "GET /metrics", "GET /{$}", "GET /ui/state", "GET /ui/{file}",
+		"GET /webhook", "POST /webhook",
+	}
+)
+
+// routePath turns a pattern into a method and a concrete path.
+func routePath(pattern string) (method, path string) {
+	method, path, _ = strings.Cut(pattern, " ")
+	path = strings.NewReplacer("{$}", "", "{id}", "acc1", "{msg_id}", "m1", "{file}", "app.js").Replace(path)
+	return method, path
+}
+
+// TestRoutesAreTheDocumentedOnes: a route added without deciding whether
+// it needs a key (and documenting it) fails here, and so does a documented
+// one that is not served.
+func TestRoutesAreTheDocumentedOnes(t *testing.T) {
+	f := newFullServer(t)
+	got := f.api.Patterns()
+	want := append(slices.Clone(keyedRoutes), openRoutes...)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("registered routes:\n%v\ndocumented routes:\n%v", got, want)
+	}
+}
+
+// TestEveryV1RouteRefusesWithoutKey walks every registered /v1 route with
+// no key, a wrong one, a near miss and other schemes: each is a 401 in the
+// JSON envelope with WWW-Authenticate, and nothing reaches a pipeline, the
+// store or the settings.
+func TestEveryV1RouteRefusesWithoutKey(t *testing.T) {
+	f := newFullServer(t)
+	ctx := context.Background()
+	before, _ := f.store.GetAccount(ctx, "acc1")
+	auths := map[string]string{
+		"none":          "",
+		"wrong key":     "Bearer wrong-key-0123456789",
+		"key prefix":    "Bearer " + testKey[:len(testKey)-1],
+		"key and more":  "Bearer " + testKey + "x",
+		"basic scheme":  "Basic " + testKey,
+		"bare key":      testKey,
+		"empty bearer":  "Bearer ",
+		"padded bearer": "Bearer  " + testKey,
+	}
+	body := `{"id":"acc2","phone_number_id":"2","access_token":"t","rate_per_sec":1,"burst":1,"gap_timeout":"1s",` +
+		`"bloom":false,"state":"disabled","account_id":"acc1","receipts":[{"message_id":"w","type":"sent","event_time":1}],` +
+		`"messages":[{"biz_type":"b","to":"15551234567","type":"text","text":{"body":"hi"}}],"biz_type":"b","to":"15551234567"}`
+	n := 0
+	for _, pattern := range f.api.Patterns() {
+		method, path := routePath(pattern)
+		if !strings.HasPrefix(path, "/v1/") {
+			continue
+		}
+		n++
+		for name, auth := range auths {
+			req, err := http.NewRequest(method, f.srv.URL+path+"?api_key="+testKey, strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			if auth != "" {
+				req.Header.Set("Authorization", auth)
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			r := response{status: res.StatusCode, header: res.Header, body: raw}
+			if r.status != http.StatusUnauthorized || r.header.Get("WWW-Authenticate") == "" {
+				t.Errorf("%s with %s: %d %s, want 401 with WWW-Authenticate", pattern, name, r.status, r.body)
+				continue
+			}
+			if code := errorOf(t, r); code != "unauthorized" {
+				t.Errorf("%s with %s: code %q", pattern, name, code)
+			}
+		}
+	}
+	if n != len(keyedRoutes) {
+		t.Fatalf("walked %d /v1 routes, want %d", n, len(keyedRoutes))
+	}
+	if c := f.pipes.calls.Load(); c != 0 {
+		t.Errorf("refused requests reached the pipelines %d times", c)
+	}
+	after, _ := f.store.GetAccount(ctx, "acc1")
+	if after.UpdatedAt != before.UpdatedAt || after.State != before.State {
+		t.Errorf("refused requests changed the account: %+v → %+v", before, after)
+	}
+	if all, _ := f.store.ListAccounts(ctx); len(all) != 1 {
+		t.Errorf("refused requests created accounts: %d", len(all))
+	}
+	if c := f.set.Current(); c != settings.Defaults() {
+		t.Errorf("refused requests changed the settings: %+v", c)
+	}
+}
+
+// TestOpenRoutesNeedNoKey: health, metrics and the dashboard answer
+// without a key; the webhook's POST is refused without Meta's signature
+// (it has no API key) and its GET without the verify token.
+func TestOpenRoutesNeedNoKey(t *testing.T) {
+	f := newFullServer(t)
+	for _, pattern := range openRoutes {
+		method, path := routePath(pattern)
+		req, _ := http.NewRequest(method, f.srv.URL+path, strings.NewReader(`{"object":"whatsapp_business_account","entry":[]}`))
+		req.Header.Set("Authorization", "Bearer "+testKey)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		r := response{status: res.StatusCode, header: res.Header, body: raw}
+		switch pattern {
+		case "POST /webhook":
+			if r.status != http.StatusUnauthorized || errorOf(t, r) != "unauthorized" {
+				t.Errorf("%s with an API key but no signature: %d %s, want 401", pattern, r.status, r.body)
+			}
+		case "GET /webhook":
+			if r.status != http.StatusForbidden || errorOf(t, r) != "forbidden" {
+				t.Errorf("%s without the verify token: %d %s, want 403", pattern, r.status, r.body)
+			}
+		default:
+			if r.status != http.StatusOK {
+				t.Errorf("%s without a key: %d %.200s, want 200", pattern, r.status, r.body)
+			}
+		}
+	}
+	if c := f.pipes.calls.Load(); c != 0 {
+		t.Errorf("unsigned webhooks reached the receipt pipeline %d times", c)
+	}
+}
+
+// endlessJSON is a request body that never ends: an object whose string
+// value goes on for ever. It counts what the server read of it.
+type endlessJSON struct {
+	read  int64
+	start bool
+}
+
+func (e *endlessJSON) Read(p []byte) (int, error) {
+	n := 0
+	if !e.start {
+		e.start = true
+		n = copy(p, `{"id":"`)
+	}
+	for ; n < len(p); n++ {
+		p[n] = 'a'
+	}
+	e.read += int64(n)
+	return n, nil
+}
+
+// TestEveryRouteBoundsItsBody sends every route an endless body: routes
+// that read a body answer 413 after at most their limit, and none reads
+// more than that (so a huge body is never held in memory whole).
+func TestEveryRouteBoundsItsBody(t *testing.T) {
+	f := newFullServer(t)
+	limits := map[string]int64{
+		"POST /v1/messages:batch": httpapi.MaxBodyBatch, "POST /v1/receipts:batch": httpapi.MaxBodyBatch,
+		"POST /webhook": httpapi.MaxBodyWebhook,
+	}
+	for _, pattern := range f.api.Patterns() {
+		method, path := routePath(pattern)
+		limit, ok := limits[pattern]
+		if !ok {
+			limit = httpapi.MaxBodyV1
+		}
+		body := &endlessJSON{}
+		req := httptest.NewRequest(method, path, body)
+		req.ContentLength = -1
+		req.Header.Set("Authorization", "Bearer "+testKey)
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		calls := f.pipes.calls.Load()
+		f.api.ServeHTTP(rec, req)
+		if body.read > limit+64<<10 {
+			t.Errorf("%s read %d bytes of an endless body; its limit is %d", pattern, body.read, limit)
+		}
+		if (method == http.MethodPost || method == http.MethodPatch) && body.read > 0 && rec.Code != http.StatusRequestEntityTooLarge {
+			t.Errorf("%s read the endless body and answered %d %.200s, want 413", pattern, rec.Code, rec.Body)
+		}
+		if body.read > 0 && f.pipes.calls.Load() != calls {
+			t.Errorf("%s passed an oversized body on to a pipeline", pattern)
+		}
+	}
+}
