@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/wamux/wamux"
 )
@@ -62,8 +63,9 @@ func unavailable(err error) bool {
 }
 
 // decodeJSON reads one JSON object of at most limit bytes into dst,
-// rejecting unknown fields, trailing data and non-JSON content types. All
-// failures are client errors (400, 413, 415) and nothing has been written.
+// rejecting unknown fields, trailing data, bytes that are not UTF-8 and
+// non-JSON content types. All failures are client errors (400, 413, 415)
+// and nothing has been written.
 func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, dst any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
@@ -71,20 +73,43 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, dst any) er
 			return wamux.Errorf(wamux.EUnsupported, "Content-Type must be application/json")
 		}
 	}
-	body := http.MaxBytesReader(w, r.Body, limit)
-	dec := json.NewDecoder(body)
+	body, err := readBody(w, r, limit)
+	if err != nil {
+		return err
+	}
+	// JSON is UTF-8 (RFC 8259 §8.1). The decoder would quietly turn broken
+	// bytes inside a string into U+FFFD, so a message text or a URL would
+	// be stored and sent other than the client wrote it.
+	if !utf8.Valid(body) {
+		return wamux.Errorf(wamux.EInvalid, "request body is not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
 		return jsonError(err, limit)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return jsonError(err, limit)
-		}
 		return wamux.Errorf(wamux.EInvalid, "request body must hold a single JSON object")
 	}
 	return nil
+}
+
+// readBody reads the whole body, refusing it (413) past limit bytes
+// without reading further. The decoder would hold the whole value in
+// memory anyway; reading it first lets the bytes be checked as a whole.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	var buf bytes.Buffer
+	if n := r.ContentLength; n > 0 && n <= limit {
+		buf.Grow(int(n) + bytes.MinRead)
+	}
+	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit)); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, jsonError(err, limit)
+		}
+		return nil, wamux.Errorf(wamux.EInvalid, "request body could not be read")
+	}
+	return buf.Bytes(), nil
 }
 
 func jsonError(err error, limit int64) error {
