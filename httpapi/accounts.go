@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
-	"strings"
 	"time"
 
 	"github.com/wamux/wamux"
@@ -19,11 +18,19 @@ const (
 	ratePerSecDefault = 80
 	ratePerSecMax     = 1000
 	burstMax          = 10000
+	// accessTokenMax is far above Meta's tokens (about 200 characters);
+	// baseURLMax bounds a URL that is stored and shown with the account.
+	accessTokenMax = 4096
+	baseURLMax     = 2048
 )
 
 var (
 	accountIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 	digitsPattern    = regexp.MustCompile(`^[0-9]{1,32}$`)
+	// bearerTokenPattern is RFC 6750's b64token: the token goes out in
+	// "Authorization: Bearer <token>", where a control character makes
+	// net/http refuse the request and other bytes are no token Meta issues.
+	bearerTokenPattern = regexp.MustCompile(`^[A-Za-z0-9._~+/-]+=*$`)
 )
 
 type createAccountRequest struct {
@@ -170,13 +177,16 @@ func validToken(t string) error {
 	switch {
 	case t == "":
 		return wamux.Errorf(wamux.EInvalid, "access_token is required")
-	case len(t) > 4096 || strings.ContainsAny(t, " \t\r\n"):
-		return wamux.Errorf(wamux.EInvalid, "access_token must be a single token of at most 4096 characters")
+	case len(t) > accessTokenMax || !bearerTokenPattern.MatchString(t):
+		return wamux.Errorf(wamux.EInvalid, "access_token must be one bearer token of at most %d characters: letters, digits, '-', '.', '_', '~', '+', '/', then any '='", accessTokenMax)
 	}
 	return nil
 }
 
 func validBaseURL(s string) error {
+	if len(s) > baseURLMax {
+		return wamux.Errorf(wamux.EInvalid, "base_url must be at most %d bytes", baseURLMax)
+	}
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
 		return wamux.Errorf(wamux.EInvalid, "base_url must be an absolute http(s) URL without credentials")

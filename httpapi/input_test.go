@@ -53,3 +53,60 @@ func TestInvalidUTF8IsRefused(t *testing.T) {
 		t.Errorf("invalid UTF-8 changed the settings: %+v", c)
 	}
 }
+
+// TestAccountRefusesUnusableToken: the access token goes out as
+// "Authorization: Bearer <token>", whose syntax is RFC 6750's b64token. A
+// token with a control character cannot be sent at all (net/http refuses
+// the header) and one with spaces or non-ASCII is none Meta issues: each
+// is a 400 that changes nothing, not an account whose every send fails.
+// A base_url is bounded like every other string.
+func TestAccountRefusesUnusableToken(t *testing.T) {
+	f := newFullServer(t)
+	ctx := context.Background()
+	before, _ := f.store.GetAccount(ctx, "acc1")
+	bad := map[string]string{
+		"nul":        `"tok\u0000en"`,
+		"escape":     `"tok\u001ben"`,
+		"delete":     `"tok\u007fen"`,
+		"non-ascii":  `"tökén"`,
+		"nbsp":       `"tok\u00a0en"`,
+		"comma":      `"tok,en"`,
+		"inner '='":  `"tok=en"`,
+		"only '='":   `"=="`,
+		"too long":   `"` + strings.Repeat("t", 4097) + `"`,
+		"vertical":   `"tok\u000ben"`,
+		"line break": `"tok\u2028en"`,
+	}
+	for name, token := range bad {
+		r := f.do(t, "POST", "/v1/accounts", "application/json", `{"id":"acc2","phone_number_id":"2","access_token":`+token+`}`)
+		if r.status != http.StatusBadRequest {
+			t.Errorf("create with a %s token: %d %.200s, want 400", name, r.status, r.body)
+		} else {
+			errorOf(t, r)
+		}
+		r = f.do(t, "PATCH", "/v1/accounts/acc1", "application/json", `{"access_token":`+token+`}`)
+		if r.status != http.StatusBadRequest {
+			t.Errorf("patch with a %s token: %d %.200s, want 400", name, r.status, r.body)
+		}
+	}
+	longURL := `"https://example.com/` + strings.Repeat("p", 4096) + `"`
+	if r := f.do(t, "POST", "/v1/accounts", "application/json", `{"id":"acc3","phone_number_id":"3","access_token":"t","base_url":`+longURL+`}`); r.status != http.StatusBadRequest {
+		t.Errorf("create with a 4 KiB base_url: %d, want 400", r.status)
+	}
+	if r := f.do(t, "PATCH", "/v1/accounts/acc1", "application/json", `{"base_url":`+longURL+`}`); r.status != http.StatusBadRequest {
+		t.Errorf("patch with a 4 KiB base_url: %d, want 400", r.status)
+	}
+	after, _ := f.store.GetAccount(ctx, "acc1")
+	if after.AccessToken != before.AccessToken || after.BaseURL != before.BaseURL || !after.UpdatedAt.Equal(before.UpdatedAt) {
+		t.Errorf("refused patches changed the account")
+	}
+	if all, _ := f.store.ListAccounts(ctx); len(all) != 1 {
+		t.Errorf("refused creates stored accounts: %d", len(all))
+	}
+	for _, good := range []string{"EAAGm0PX4ZCpsBA", "a-b.c_d~e+f/g==", "t"} {
+		r := f.do(t, "PATCH", "/v1/accounts/acc1", "application/json", `{"access_token":"`+good+`"}`)
+		if r.status != http.StatusOK {
+			t.Errorf("patch with token %q: %d %s, want 200", good, r.status, r.body)
+		}
+	}
+}
