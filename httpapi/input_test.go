@@ -110,3 +110,27 @@ func TestAccountRefusesUnusableToken(t *testing.T) {
 		}
 	}
 }
+
+// TestListQueryIsStrict: the list endpoints take one query parameter,
+// limit. A parameter they do not know (a client paging with ?after= would
+// get the same first page for ever), a limit given empty or twice, or a
+// query that does not parse is a 400 like an unknown body field.
+func TestListQueryIsStrict(t *testing.T) {
+	f := newFullServer(t)
+	for _, path := range []string{"/v1/dead-letters", "/v1/late-receipts"} {
+		for _, q := range []string{"?after=", "?after=123", "?limit=10&cursor=x", "?limit=", "?limit=5&limit=abc",
+			"?limit=5&limit=5", "?limit=%zz", "?limit=5;after=1", "?Limit=5"} {
+			r := f.do(t, "GET", path+q, "", "")
+			if r.status != http.StatusBadRequest {
+				t.Errorf("GET %s%s = %d %.200s, want 400", path, q, r.status, r.body)
+				continue
+			}
+			errorOf(t, r)
+		}
+		for _, q := range []string{"", "?", "?limit=1", "?limit=1000"} {
+			if r := f.do(t, "GET", path+q, "", ""); r.status != http.StatusOK {
+				t.Errorf("GET %s%s = %d %s, want 200", path, q, r.status, r.body)
+			}
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -98,15 +99,28 @@ func (s *Server) handleReceiptsBatch(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]int{"accepted": res.Accepted, "duplicates": res.Duplicates})
 }
 
-// listLimit reads ?limit= (1..1000, default 100).
+// listLimit reads ?limit= (1..1000, default 100), the list endpoints'
+// only query parameter. Anything else in the query is refused, as unknown
+// body fields are: a client paging with ?after= or ?cursor= would
+// otherwise get the same newest rows again and again. Values are never
+// echoed (a query may hold anything).
 func listLimit(r *http.Request) (int, error) {
-	q := r.URL.Query().Get("limit")
-	if q == "" {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return 0, wamux.Errorf(wamux.EInvalid, "the query string is malformed")
+	}
+	for k := range q {
+		if k != "limit" {
+			return 0, wamux.Errorf(wamux.EInvalid, "unknown query parameter: only limit is accepted")
+		}
+	}
+	vs, ok := q["limit"]
+	if !ok {
 		return 100, nil
 	}
-	n, err := strconv.Atoi(q)
-	if err != nil || n < 1 || n > 1000 {
-		return 0, wamux.Errorf(wamux.EInvalid, "limit must be a number from 1 to 1000")
+	n, err := strconv.Atoi(vs[0])
+	if len(vs) != 1 || err != nil || n < 1 || n > 1000 {
+		return 0, wamux.Errorf(wamux.EInvalid, "limit must be given once, as a number from 1 to 1000")
 	}
 	return n, nil
 }
