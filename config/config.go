@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -262,10 +263,46 @@ func readFile(path string, c *Config) error {
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
 	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("config file %s: %w", path, err)
+		return fmt.Errorf("config file %s: %w", path, hideValues(err))
 	}
 	return nil
 }
+
+// quotedValue is how yaml.v3 quotes a value in its errors ("cannot
+// unmarshal !!str `s3cretKEY9` into []string", "cannot decode !!str `…`
+// as a !!int"): from the first backquote to the last, so a backquote
+// inside the value does not end the match early.
+var quotedValue = regexp.MustCompile("(?s)`.*`")
+
+// hideValues keeps a YAML error's line and types but not the value it
+// quotes: the file holds the API keys and secrets, and api_keys written
+// as one string (as WAMUX_API_KEYS is) would print the key, or its first
+// characters, to stderr and, on SIGHUP, to the logs.
+func hideValues(err error) error {
+	const hidden = "(value hidden)"
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		lines := make([]string, len(te.Errors))
+		for i, e := range te.Errors {
+			lines[i] = quotedValue.ReplaceAllLiteralString(e, hidden)
+		}
+		return &yaml.TypeError{Errors: lines}
+	}
+	if msg := err.Error(); strings.Contains(msg, "`") {
+		return &hiddenValueError{msg: quotedValue.ReplaceAllLiteralString(msg, hidden), err: err}
+	}
+	return err
+}
+
+// hiddenValueError prints without the value but keeps the cause for
+// errors.Is and errors.As.
+type hiddenValueError struct {
+	msg string
+	err error
+}
+
+func (e *hiddenValueError) Error() string { return e.msg }
+func (e *hiddenValueError) Unwrap() error { return e.err }
 
 // ReadSettings re-reads the file at path and returns its runtime settings
 // (empty when it has none). The whole file must still parse, so a typo

@@ -152,3 +152,40 @@ func TestReceiptBloomPerHour(t *testing.T) {
 		}
 	}
 }
+
+// TestFileErrorsShowNoValue: the file holds the API keys and secrets, and
+// its errors go to stderr and the logs (SIGHUP). A value of the wrong
+// shape (api_keys written as one string, as WAMUX_API_KEYS is) or with a
+// tag it does not fit is reported by line and type, never quoted, not
+// even its first characters.
+func TestFileErrorsShowNoValue(t *testing.T) {
+	const secret = "s3cretKEY9`x" // a backquote must not end the hiding early
+	for name, file := range map[string]string{
+		"short key as a string": "api_keys: s3cretKEY9\n",
+		"long key as a string":  "api_keys: " + secret + "-and-more-of-it\n",
+		"with a backquote":      "api_keys: '" + secret + "'\n",
+		"int tag":               "app_secret: !!int " + secret + "\n",
+		"float tag":             "verify_token: !!float " + secret + "\n",
+		"two errors":            "api_keys: " + secret + "\nreceipt_bloom_per_hour: " + secret + "\n",
+		"in a settings section": "settings:\n  gap_timeout: !!int " + secret + "\n",
+	} {
+		path := filepath.Join(t.TempDir(), "wamux.yaml")
+		if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Load([]string{"--config", path}, envOf(nil), io.Discard)
+		if err == nil {
+			t.Errorf("%s: Load accepted it", name)
+			continue
+		}
+		if strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "s3c") {
+			t.Errorf("%s: the error quotes the value: %v", name, err)
+		}
+		if !strings.Contains(err.Error(), "line") && !strings.Contains(err.Error(), "cannot") {
+			t.Errorf("%s: the error no longer says what is wrong: %v", name, err)
+		}
+		if _, err := ReadSettings(path); err == nil || strings.Contains(err.Error(), "s3c") {
+			t.Errorf("%s: ReadSettings error %v", name, err)
+		}
+	}
+}
