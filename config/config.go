@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"regexp"
 	"strconv"
@@ -329,18 +330,46 @@ func splitList(s string) []string {
 	return out
 }
 
-// redactURL hides a password in a store URL before it is shown anywhere.
+// redactURL hides every password a store setting may carry before it is
+// shown anywhere: the URL's own (postgres://app:pw@db), query parameters
+// libpq and pgx read as one (?password=, ?sslpassword=), and the
+// key=value form (host=db password=pw). A URL that does not parse keeps
+// only its scheme: where a password ends is then a guess.
 func redactURL(s string) string {
-	at := strings.LastIndex(s, "@")
-	scheme := strings.Index(s, "://")
-	if at < 0 || scheme < 0 || at < scheme {
-		return s
+	scheme, _, ok := strings.Cut(s, "://")
+	if !ok {
+		return keyValuePassword.ReplaceAllString(s, "${1}xxxxx")
 	}
-	cred := s[scheme+3 : at]
-	if i := strings.Index(cred, ":"); i >= 0 {
-		return s[:scheme+3] + cred[:i] + ":xxxxx" + s[at:]
+	u, err := url.Parse(s)
+	if err != nil {
+		return scheme + "://(unparsable URL hidden)"
 	}
-	return s
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	u.RawQuery = redactQuery(u.RawQuery)
+	return u.String()
+}
+
+// keyValuePassword finds password=… (quoted or not) in a key=value
+// connection string.
+var keyValuePassword = regexp.MustCompile(`(?i)(password\s*=\s*)('[^']*'|\S*)`)
+
+// redactQuery masks the value of every query parameter whose name, once
+// unescaped, mentions a password, and of any whose name does not unescape.
+func redactQuery(q string) string {
+	if q == "" {
+		return q
+	}
+	parts := strings.FieldsFunc(q, func(r rune) bool { return r == '&' || r == ';' })
+	for i, p := range parts {
+		key, _, _ := strings.Cut(p, "=")
+		name, err := url.QueryUnescape(key)
+		if err != nil || strings.Contains(strings.ToLower(name), "password") {
+			parts[i] = key + "=xxxxx"
+		}
+	}
+	return strings.Join(parts, "&")
 }
 
 // RedactedStore is the store setting safe to log.

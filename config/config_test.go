@@ -112,6 +112,46 @@ func TestRedactStorePassword(t *testing.T) {
 	}
 }
 
+// TestRedactStorePasswordAnywhere: a PostgreSQL URL may carry its
+// password in the query (?password=, ?sslpassword=, as libpq and pgx
+// accept), a password may hold '@', '/' or '?', and a store may be given
+// in the key=value form. None of it shows in the "wamux started" line or
+// an error; the host still does wherever the URL parses.
+func TestRedactStorePasswordAnywhere(t *testing.T) {
+	for _, tc := range []struct {
+		store     string
+		showsHost bool
+	}{
+		{"postgres://app@db:5432/wamux?password=hunter2", true},
+		{"postgres://db/wamux?sslmode=require&password=hunter2&application_name=w", true},
+		{"postgresql://app@db/wamux?sslpassword=hunter2", true},
+		{"postgres://app@db/wamux?PASSWORD=hunter2", true},
+		{"postgres://app@db/wamux?pass%77ord=hunter2", true},
+		{"postgres://db/wamux?password=hun@ter2", true},
+		{"postgres://app:hun@ter2@db/wamux", true},
+		{"postgres://app:hunter2@db/wamux?password=hunter2", true},
+		{"postgres://app@db/wamux?password=hunter2%zz", true},
+		{"postgres://app@db/wamux?x%zz=hunter2", true},
+		{"postgres://app:hunter2@db:port/wamux", false},
+		{"postgres://app:hun/ter2@db/wamux", false},
+		{"postgres://app:hun?ter2@db/wamux", false},
+		{"host=db password=hunter2 dbname=wamux", true},
+		{"host=db password='hun ter2' dbname=wamux", true},
+	} {
+		got := Config{Store: tc.store}.RedactedStore()
+		if strings.Contains(got, "ter2") {
+			t.Errorf("%s → %s: the password shows", tc.store, got)
+		}
+		if tc.showsHost && !strings.Contains(got, "db") {
+			t.Errorf("%s → %s: the host is gone", tc.store, got)
+		}
+		mysql := strings.Replace(tc.store, "postgres", "mysql", 1)
+		if _, err := Load([]string{"--store", mysql}, envOf(nil), io.Discard); err == nil || strings.Contains(err.Error(), "ter2") {
+			t.Errorf("--store %s: Validate error %v", mysql, err)
+		}
+	}
+}
+
 func TestReceiptBloomPerHour(t *testing.T) {
 	c, err := Load(nil, envOf(nil), io.Discard)
 	if err != nil || c.ReceiptBloomPerHour != ReceiptBloomPerHourDefault {
