@@ -297,3 +297,80 @@ func TestEveryRouteBoundsItsBody(t *testing.T) {
 		}
 	}
 }
+
+// TestNoRouteLeaksSecrets sends every registered route the secrets where
+// a careless client or attacker would put them (the key, the access token,
+// the app secret and the verify token in headers, the query, and as values
+// in valid or invalid bodies), with and without the key, then greps every
+// response, /metrics, /ui/state and every log line for them. (An error
+// may name what the client itself wrote where a name or enum belongs: an
+// unknown field, a receipt type; no secret has such a place.)
+func TestNoRouteLeaksSecrets(t *testing.T) {
+	f := newFullServer(t)
+	secrets := []string{testKey, testToken, appSecret, verifyToken}
+	bodies := []string{
+		`{"id":"acc2","phone_number_id":"2","access_token":"` + testToken + `"}`,
+		`{"access_token":"` + testToken + `","state":"` + testToken + `"}`,
+		`{"access_token":"` + testToken + ` x"}`,
+		`{"access_token":` + `["` + testToken + `"]}`,
+		`{"colour":"` + verifyToken + `"}`,
+		`{"biz_type":"b","to":"15551234567","type":"text","text":{"body":"` + testToken + `"}}`,
+		`{"messages":[{"access_token":"` + testToken + `"}]}`,
+		`{"account_id":"acc1","receipts":[{"message_id":"` + appSecret + `","type":"sent","event_time":"` + appSecret + `"}]}`,
+		`{"gap_timeout":"` + appSecret + `","bloom":"` + testToken + `"}`,
+		`{"object":"whatsapp_business_account","entry":[]}` + testToken,
+	}
+	var seen strings.Builder
+	send := func(method, path, auth, body string, hdr ...string) {
+		req, err := http.NewRequest(method, f.srv.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		seen.Write(raw)
+		for k, v := range res.Header {
+			seen.WriteString(k + ": " + strings.Join(v, ",") + "\n")
+		}
+	}
+	query := "?access_token=" + testToken + "&hub.verify_token=" + verifyToken + "&hub.mode=subscribe&hub.challenge=c&limit=" + testKey
+	for _, pattern := range f.api.Patterns() {
+		method, path := routePath(pattern)
+		for _, body := range bodies {
+			send(method, path, "Bearer "+testKey, body, "X-Hub-Signature-256", "sha256="+appSecret, "X-Api-Key", testKey)
+			send(method, path+query, "Bearer "+testKey+"x", body, "Cookie", "k="+testKey)
+		}
+		send(method, path+query, "", "")
+	}
+	send("GET", "/webhook?hub.mode=subscribe&hub.verify_token="+verifyToken+"&hub.challenge=ok", "", "")
+	send("GET", "/metrics", "", "")
+	send("GET", "/ui/state", "", "")
+	send("GET", "/v1/accounts", "Bearer "+testKey, "")
+	logs := f.logs.String()
+	if !strings.Contains(logs, "http request") || !strings.Contains(logs, "failed") {
+		t.Fatalf("the logs lack the expected lines, so the grep proves nothing:\n%.2000s", logs)
+	}
+	if !strings.Contains(seen.String(), "wamux_http_requests_total") || !strings.Contains(seen.String(), `"accounts"`) {
+		t.Fatal("/metrics or /ui/state was not read")
+	}
+	for _, secret := range secrets {
+		if strings.Contains(logs, secret) {
+			t.Errorf("secret %q is in the logs", secret)
+		}
+		if strings.Contains(seen.String(), secret) {
+			i := strings.Index(seen.String(), secret)
+			t.Errorf("secret %q is in a response: %.300s", secret, seen.String()[max(0, i-200):])
+		}
+	}
+}
