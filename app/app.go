@@ -231,10 +231,16 @@ func (a *App) Start(ctx context.Context) error {
 	}
 	a.store, a.listener, a.dispatcher, a.settings = st, ln, disp, set
 	a.receipts = pipe
+	// Every phase of a connection is bounded, so a client that trickles
+	// its request, never reads the answer or idles cannot hold a socket
+	// and a goroutine for ever. WriteTimeout runs from the end of the
+	// headers: it leaves room for reading a body (ReadTimeout) and for
+	// the handler's own bound (the API's store timeout, 10 s).
 	a.server = &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      90 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 	}
