@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/ratelimit"
 	"github.com/wamux/wamux/store"
 )
 
@@ -194,9 +195,12 @@ func validBaseURL(s string) error {
 	return nil
 }
 
+// validRate keeps a rate within what the send pipeline's limiter takes:
+// a smaller one would be stored, then refused by the limiter, leaving the
+// account without a sender and the next start failing on it.
 func validRate(r float64) error {
-	if math.IsNaN(r) || r <= 0 || r > ratePerSecMax {
-		return wamux.Errorf(wamux.EInvalid, "rate_per_sec must be > 0 and <= %d", ratePerSecMax)
+	if math.IsNaN(r) || r < ratelimit.MinLimitRate || r > ratePerSecMax {
+		return wamux.Errorf(wamux.EInvalid, "rate_per_sec must be from 1/3600 (one message an hour) to %d", ratePerSecMax)
 	}
 	return nil
 }

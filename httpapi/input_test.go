@@ -3,9 +3,11 @@ package httpapi_test
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/wamux/wamux/ratelimit"
 	"github.com/wamux/wamux/settings"
 )
 
@@ -132,5 +134,38 @@ func TestListQueryIsStrict(t *testing.T) {
 				t.Errorf("GET %s%s = %d %s, want 200", path, q, r.status, r.body)
 			}
 		}
+	}
+}
+
+// TestAccountRateTheLimiterTakes: the send pipeline's limiter takes rates
+// from one message an hour (ratelimit.MinLimitRate) up. A smaller rate the
+// API stored anyway (201) was refused by the limiter: the account got no
+// sender, and the next start failed on it ("outbound: limit for …"), so
+// one request kept the gateway down. Such a rate is a 400 that changes
+// nothing; the limiter's smallest rate is taken.
+func TestAccountRateTheLimiterTakes(t *testing.T) {
+	f := newFullServer(t)
+	ctx := context.Background()
+	before, _ := f.store.GetAccount(ctx, "acc1")
+	for _, rate := range []string{"0.0001", "1e-7", "5e-324", "0.000277"} {
+		r := f.do(t, "POST", "/v1/accounts", "application/json", `{"id":"slow","phone_number_id":"9","access_token":"t","rate_per_sec":`+rate+`}`)
+		if r.status != http.StatusBadRequest {
+			t.Errorf("create with rate_per_sec %s: %d %.200s, want 400", rate, r.status, r.body)
+		}
+		r = f.do(t, "PATCH", "/v1/accounts/acc1", "application/json", `{"rate_per_sec":`+rate+`}`)
+		if r.status != http.StatusBadRequest {
+			t.Errorf("patch with rate_per_sec %s: %d %.200s, want 400", rate, r.status, r.body)
+		}
+	}
+	after, _ := f.store.GetAccount(ctx, "acc1")
+	if after.RatePerSec != before.RatePerSec || !after.UpdatedAt.Equal(before.UpdatedAt) {
+		t.Errorf("refused rates changed the account: %v → %v", before.RatePerSec, after.RatePerSec)
+	}
+	if _, err := f.store.GetAccount(ctx, "slow"); err == nil {
+		t.Error("a refused rate created the account")
+	}
+	hourly := strconv.FormatFloat(ratelimit.MinLimitRate, 'g', -1, 64)
+	if r := f.do(t, "POST", "/v1/accounts", "application/json", `{"id":"hourly","phone_number_id":"8","access_token":"t","rate_per_sec":`+hourly+`}`); r.status != http.StatusCreated {
+		t.Errorf("create with one message an hour (%s): %d %s, want 201", hourly, r.status, r.body)
 	}
 }
