@@ -169,3 +169,22 @@ func TestAccountRateTheLimiterTakes(t *testing.T) {
 		t.Errorf("create with one message an hour (%s): %d %s, want 201", hourly, r.status, r.body)
 	}
 }
+
+// TestBearerSchemeIsCaseInsensitive: an auth scheme is case-insensitive
+// (RFC 9110 §11.1, RFC 6750 §2.1), and some clients send "bearer"; the key
+// itself is compared exactly.
+func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
+	f := newFullServer(t)
+	b := &bundle{srv: f.srv}
+	for _, scheme := range []string{"Bearer", "bearer", "BEARER", "bEaReR"} {
+		r := b.do(t, "GET", "/v1/accounts", "", nil, "Authorization", scheme+" "+testKey)
+		if r.status != http.StatusOK {
+			t.Errorf("%s <key>: %d %s, want 200", scheme, r.status, r.body)
+		}
+	}
+	for _, auth := range []string{"bearer " + strings.ToUpper(testKey), "Bearer" + testKey, "Bearerx " + testKey, "Beare " + testKey} {
+		if r := b.do(t, "GET", "/v1/accounts", "", nil, "Authorization", auth); r.status != http.StatusUnauthorized {
+			t.Errorf("%q: %d, want 401", auth, r.status)
+		}
+	}
+}

@@ -143,10 +143,19 @@ func (a *apiKeys) valid(got string) bool {
 	return ok == 1
 }
 
+// bearerKey returns the credentials of "Authorization: Bearer <key>". The
+// scheme is case-insensitive (RFC 9110 §11.1): some clients send "bearer".
+func bearerKey(h string) (string, bool) {
+	const scheme = "Bearer "
+	if len(h) < len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
+		return "", false
+	}
+	return h[len(scheme):], true
+}
+
 func (s *Server) requireKey(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		h := r.Header.Get("Authorization")
-		key, found := strings.CutPrefix(h, "Bearer ")
+		key, found := bearerKey(r.Header.Get("Authorization"))
 		if !found || !s.auth.valid(key) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="wamux"`)
 			writeError(w, r, wamux.Errorf(wamux.EUnauthorized, "a valid API key is required: Authorization: Bearer <key>"))
