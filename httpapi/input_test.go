@@ -188,3 +188,26 @@ func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
 		}
 	}
 }
+
+// TestReceiptsBatchBoundsAccountID: account_id is an account's id (at
+// most 64 characters, as POST /v1/accounts takes). A longer one is a 400
+// that does not echo it back (it was looked up in the store and quoted
+// whole in the error, up to the 8 MiB body).
+func TestReceiptsBatchBoundsAccountID(t *testing.T) {
+	f := newFullServer(t)
+	for _, id := range []string{strings.Repeat("a", 65), strings.Repeat("acc1", 16<<10), "acc1\u0000", "acc1/../x"} {
+		r := f.do(t, "POST", "/v1/receipts:batch", "application/json",
+			`{"account_id":"`+id+`","receipts":[{"message_id":"w","type":"sent","event_time":1}]}`)
+		if r.status != http.StatusBadRequest {
+			t.Errorf("account_id of %d bytes: %d, want 400", len(id), r.status)
+			continue
+		}
+		errorOf(t, r)
+		if len(r.body) > 1024 {
+			t.Errorf("account_id of %d bytes: the error is %d bytes long: it echoes the input", len(id), len(r.body))
+		}
+	}
+	if c := f.pipes.calls.Load(); c != 0 {
+		t.Errorf("refused batches reached the pipeline %d times", c)
+	}
+}

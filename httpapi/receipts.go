@@ -48,6 +48,11 @@ func (s *Server) handleReceiptsBatch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, wamux.Errorf(wamux.EInvalid, "account_id is required"))
 		return
 	}
+	if !accountIDPattern.MatchString(req.AccountID) {
+		// Not looked up, and not quoted back: it may be megabytes long.
+		writeError(w, r, wamux.Errorf(wamux.EInvalid, "account_id must be an account's id: 1-64 letters, digits, '_', '-' or '.'"))
+		return
+	}
 	if len(req.Receipts) == 0 {
 		writeError(w, r, wamux.Errorf(wamux.EInvalid, "receipts must hold at least one receipt"))
 		return
