@@ -8,7 +8,9 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -163,6 +165,39 @@ func (s *Server) requireKey(next http.HandlerFunc) http.HandlerFunc {
 		}
 		next(w, r)
 	}
+}
+
+// onlyParams refuses (400) a query that does not parse or names a
+// parameter other than params, as unknown body fields are refused:
+// ignoring ?dry_run=true would send for real, ignoring ?after= would
+// return the same page again. Names and values are not echoed (a query
+// may hold anything).
+func onlyParams(params []string, next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.RawQuery == "" {
+			next(w, r)
+			return
+		}
+		q, err := url.ParseQuery(r.URL.RawQuery)
+		if err != nil {
+			writeError(w, r, wamux.Errorf(wamux.EInvalid, "the query string is malformed"))
+			return
+		}
+		for k := range q {
+			if !slices.Contains(params, k) {
+				writeError(w, r, unknownParam(params))
+				return
+			}
+		}
+		next(w, r)
+	}
+}
+
+func unknownParam(params []string) error {
+	if len(params) == 0 {
+		return wamux.Errorf(wamux.EInvalid, "this endpoint takes no query parameters")
+	}
+	return wamux.Errorf(wamux.EInvalid, "unknown query parameter: this endpoint takes only %s", strings.Join(params, ", "))
 }
 
 // jsonFallbacks turns the mux's plain-text 404 and 405 answers into the JSON

@@ -374,3 +374,60 @@ func TestNoRouteLeaksSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestV1RoutesRefuseUnknownQuery: as with unknown body fields, a query
+// parameter a route does not take is a 400 that changes nothing: ignoring
+// ?dry_run=true would send for real, ignoring ?limit= on the accounts
+// list would return everything.
+func TestV1RoutesRefuseUnknownQuery(t *testing.T) {
+	f := newFullServer(t)
+	ctx := context.Background()
+	before, _ := f.store.GetAccount(ctx, "acc1")
+	body := `{"biz_type":"b","to":"15551234567","type":"text","text":{"body":"hi"}}`
+	bodies := map[string]string{
+		"POST /v1/accounts":         `{"id":"acc2","phone_number_id":"2","access_token":"t"}`,
+		"PATCH /v1/accounts/{id}":   `{"state":"disabled"}`,
+		"POST /v1/messages:batch":   `{"messages":[` + body + `]}`,
+		"PATCH /v1/config":          `{"bloom":false}`,
+		"POST /v1/receipts:batch":   `{"account_id":"acc1","receipts":[{"message_id":"w","type":"sent","event_time":1}]}`,
+		"POST /v1/messages":         body,
+		"GET /v1/dead-letters":      "",
+		"GET /v1/late-receipts":     "",
+		"GET /v1/accounts":          "",
+		"GET /v1/accounts/{id}":     "",
+		"GET /v1/config":            "",
+		"GET /v1/messages/{msg_id}": "",
+	}
+	n := 0
+	for _, pattern := range f.api.Patterns() {
+		method, path := routePath(pattern)
+		if !strings.HasPrefix(path, "/v1/") {
+			continue
+		}
+		n++
+		for _, q := range []string{"?dry_run=true", "?limit=1&after=x", "?%zz"} {
+			r := f.do(t, method, path+q, "application/json", bodies[pattern])
+			if r.status != http.StatusBadRequest {
+				t.Errorf("%s%s: %d %.200s, want 400", pattern, q, r.status, r.body)
+				continue
+			}
+			errorOf(t, r)
+		}
+	}
+	if n != len(keyedRoutes) {
+		t.Fatalf("walked %d /v1 routes, want %d", n, len(keyedRoutes))
+	}
+	if c := f.pipes.calls.Load(); c != 0 {
+		t.Errorf("requests with unknown query parameters reached the pipelines %d times", c)
+	}
+	after, _ := f.store.GetAccount(ctx, "acc1")
+	if after.State != before.State || !after.UpdatedAt.Equal(before.UpdatedAt) {
+		t.Errorf("refused requests changed the account")
+	}
+	if all, _ := f.store.ListAccounts(ctx); len(all) != 1 {
+		t.Errorf("refused requests created accounts: %d", len(all))
+	}
+	if c := f.set.Current(); c != settings.Defaults() {
+		t.Errorf("refused requests changed the settings: %+v", c)
+	}
+}

@@ -131,7 +131,11 @@ func (s *Server) routes() http.Handler {
 	handle("GET /ui/{file}", s.handleUIAsset)
 	register("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
 
-	v1 := func(pattern string, h http.HandlerFunc) { handle(pattern, s.requireKey(h)) }
+	// v1 routes need the key, then take only the query parameters they
+	// name (none but the lists' limit).
+	v1 := func(pattern string, h http.HandlerFunc, params ...string) {
+		handle(pattern, s.requireKey(onlyParams(params, h)))
+	}
 	v1("POST /v1/accounts", s.handleCreateAccount)
 	v1("GET /v1/accounts", s.handleListAccounts)
 	v1("GET /v1/accounts/{id}", s.handleGetAccount)

@@ -42,14 +42,14 @@ func (s *Server) initReceipts(cfg Config) {
 
 // receiptRoutes adds the webhook, the agents' batch endpoint and the
 // dead-letter and late-receipt lists.
-func (s *Server) receiptRoutes(handle, v1 func(string, http.HandlerFunc)) {
+func (s *Server) receiptRoutes(handle func(string, http.HandlerFunc), v1 func(string, http.HandlerFunc, ...string)) {
 	if s.receipts != nil {
 		handle("GET /webhook", s.handleWebhookVerify)
 		handle("POST /webhook", s.handleWebhook)
 		v1("POST /v1/receipts:batch", s.handleReceiptsBatch)
 	}
-	v1("GET /v1/dead-letters", s.handleDeadLetters)
-	v1("GET /v1/late-receipts", s.handleLateReceipts)
+	v1("GET /v1/dead-letters", s.handleDeadLetters, "limit")
+	v1("GET /v1/late-receipts", s.handleLateReceipts, "limit")
 }
 
 // handleWebhookVerify answers Meta's subscription handshake: the challenge
