@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -65,6 +66,15 @@ type Destination struct {
 // String omits the token so that a Destination printed by mistake is safe.
 func (d Destination) String() string {
 	return fmt.Sprintf("Destination{BaseURL:%s PhoneNumberID:%s}", d.BaseURL, d.PhoneNumberID)
+}
+
+// GoString keeps %#v as safe as %v.
+func (d Destination) GoString() string { return d.String() }
+
+// LogValue keeps the token out of slog's JSON handler, which ignores
+// String and writes every field.
+func (d Destination) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("base_url", d.BaseURL), slog.String("phone_number_id", d.PhoneNumberID))
 }
 
 // DestinationOf is the destination of a wamux account.
