@@ -97,11 +97,10 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, dst any) er
 // readBody reads the whole body, refusing it (413) past limit bytes
 // without reading further. The decoder would hold the whole value in
 // memory anyway; reading it first lets the bytes be checked as a whole.
+// The buffer grows with what arrives, not with the Content-Length a
+// client announces.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	var buf bytes.Buffer
-	if n := r.ContentLength; n > 0 && n <= limit {
-		buf.Grow(int(n) + bytes.MinRead)
-	}
 	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit)); err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
