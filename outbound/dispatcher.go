@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -196,7 +197,14 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 // startWorker restores one account's queue and reorder buffer and starts
 // its goroutine. The caller holds d.mu.
 func (d *Dispatcher) startWorker(ctx context.Context, a wamux.Account) error {
-	if err := d.limiter.SetLimit(ctx, a.ID, a.RatePerSec, a.Burst); err != nil {
+	rate, burst := limitFor(a)
+	if rate != a.RatePerSec || burst != a.Burst {
+		// Stored before the API checked the limiter's bounds: refusing it
+		// here would keep every account from starting.
+		d.log.Warn("account's stored limit is outside the limiter's bounds; sending at the nearest one until it is changed",
+			"account_id", a.ID, "rate_per_sec", a.RatePerSec, "burst", a.Burst, "using_rate", rate, "using_burst", burst)
+	}
+	if err := d.limiter.SetLimit(ctx, a.ID, rate, burst); err != nil {
 		return fmt.Errorf("outbound: limit for %s: %w", a.ID, err)
 	}
 	if !a.CooldownUntil.IsZero() {
@@ -210,6 +218,16 @@ func (d *Dispatcher) startWorker(ctx context.Context, a wamux.Account) error {
 	d.wg.Add(1)
 	go w.run(d.ctx)
 	return nil
+}
+
+// limitFor is the account's rate and burst brought within the limiter's
+// bounds (a NaN rate is taken as the lowest).
+func limitFor(a wamux.Account) (float64, int) {
+	rate := a.RatePerSec
+	if math.IsNaN(rate) || rate < ratelimit.MinLimitRate {
+		rate = ratelimit.MinLimitRate
+	}
+	return min(rate, ratelimit.MaxLimitRate), min(max(a.Burst, 1), ratelimit.MaxBurst)
 }
 
 // Stop stops new sends and waits for the provider calls in flight to end

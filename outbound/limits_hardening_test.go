@@ -11,6 +11,7 @@ import (
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/outbound"
 	"github.com/wamux/wamux/provider/cloudapi"
+	"github.com/wamux/wamux/ratelimit"
 	"github.com/wamux/wamux/sim"
 	"github.com/wamux/wamux/store"
 )
@@ -135,4 +136,19 @@ func TestReactivateEndsCooldown(t *testing.T) {
 	other := "15556300002"
 	e.submit(textMsg(t, outbound.Request{AccountID: "acc", To: other}))
 	waitFor(t, "a message sent after re-activation", 10*time.Second, func() bool { return sp.callsTo(other) == 1 })
+}
+
+// TestStoredLimitOutOfBoundsStillStarts: an account stored with a rate
+// below what the limiter takes (the API refuses one now; a store written
+// before may hold one) starts at the lowest rate and sends, instead of
+// keeping the dispatcher, and so the gateway, from starting.
+func TestStoredLimitOutOfBoundsStillStarts(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.addAccount("slow", "7501", 0.0001, 0, sim.Limits{Rate: 1000})
+	if lim := e.d.LimitState("slow"); lim.Rate != ratelimit.MinLimitRate || lim.Burst != 1 {
+		t.Fatalf("limit %v/s burst %d, want %v/s burst 1", lim.Rate, lim.Burst, ratelimit.MinLimitRate)
+	}
+	m := textMsg(t, outbound.Request{AccountID: "slow", To: "15557500001"})
+	e.submit(m)
+	waitFor(t, "the message accepted", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
 }
