@@ -32,25 +32,71 @@ func (d *Dispatcher) usable(a wamux.Account) bool {
 func (d *Dispatcher) route(ctx context.Context, to string, planned map[string]int) (string, error) {
 	d.routeMu.Lock()
 	defer d.routeMu.Unlock()
+	owner, err := d.ownerOf(ctx, to)
+	if err != nil {
+		return "", err
+	}
+	pool, current, hasOwner := d.pool(owner)
+	if hasOwner && d.usable(current) {
+		return owner, nil
+	}
+	pick := d.bestOf(ctx, pool, planned)
+	switch {
+	case pick != "":
+	case owner != "":
+		// Nobody better: keep the owner; its queue holds the message
+		// until the account is back.
+		return owner, nil
+	default:
+		if pick = d.firstBackFromCooldown(pool); pick == "" {
+			return "", wamux.Errorf(wamux.EUnavailable, "no active account to send from; create one or re-enable one")
+		}
+	}
+	reason := "first"
+	if owner != "" {
+		if _, all := d.moveRecipient(ctx, to, owner, pick); !all {
+			// The recipient's messages on its owner must go out from
+			// there first: the new one queues behind them.
+			return owner, nil
+		}
+		reason = "owner_unavailable"
+	}
+	if err := d.store.SetOwner(ctx, to, pick, reason); err != nil {
+		return "", fmt.Errorf("outbound: record owner: %w", err)
+	}
+	d.metrics.reroutes.WithLabelValues(reason).Inc()
+	return pick, nil
+}
+
+// ownerOf is the recipient's owner, "" when it has none yet.
+func (d *Dispatcher) ownerOf(ctx context.Context, to string) (string, error) {
 	owner, err := d.store.GetOwner(ctx, to)
 	switch code := wamux.ErrorCode(err); {
 	case err == nil:
+		return owner, nil
 	case code == wamux.ENotFound:
-		owner = ""
+		return "", nil
 	default:
 		return "", fmt.Errorf("outbound: owner of recipient: %w", err)
 	}
+}
+
+// pool is a snapshot of the accounts, and of the one with the given id.
+func (d *Dispatcher) pool(id string) ([]wamux.Account, wamux.Account, bool) {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	pool := make([]wamux.Account, 0, len(d.accounts))
 	for _, a := range d.accounts {
 		pool = append(pool, a)
 	}
-	current, hasOwner := d.accounts[owner]
-	d.mu.Unlock()
-	if hasOwner && d.usable(current) {
-		return owner, nil
-	}
+	a, ok := d.accounts[id]
+	return pool, a, ok
+}
 
+// bestOf is the usable account of the pool with the most tokens relative
+// to its capacity, planned (messages already given to each account and not
+// yet charged) counted against it; "" when none is usable.
+func (d *Dispatcher) bestOf(ctx context.Context, pool []wamux.Account, planned map[string]int) string {
 	type candidate struct {
 		id    string
 		ratio float64
@@ -63,39 +109,16 @@ func (d *Dispatcher) route(ctx context.Context, to string, planned map[string]in
 		tokens, _ := d.limiter.Tokens(ctx, a.ID)
 		cands = append(cands, candidate{a.ID, (tokens - float64(planned[a.ID])) / float64(max(a.Burst, 1))})
 	}
-	var pick string
-	switch {
-	case len(cands) > 0:
-		sort.Slice(cands, func(i, j int) bool {
-			if cands[i].ratio != cands[j].ratio {
-				return cands[i].ratio > cands[j].ratio
-			}
-			return cands[i].id < cands[j].id
-		})
-		pick = cands[0].id
-	case owner != "":
-		// Nobody better: keep the owner; its queue holds the message
-		// until the account is back.
-		return owner, nil
-	default:
-		if pick = d.firstBackFromCooldown(pool); pick == "" {
-			return "", wamux.Errorf(wamux.EUnavailable, "no active account to send from; create one or re-enable one")
+	if len(cands) == 0 {
+		return ""
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		if cands[i].ratio != cands[j].ratio {
+			return cands[i].ratio > cands[j].ratio
 		}
-	}
-	reason := "first"
-	if owner != "" {
-		if !d.moveRecipient(ctx, to, owner, pick) {
-			// The recipient's messages on its owner must go out from
-			// there first: the new one queues behind them.
-			return owner, nil
-		}
-		reason = "owner_unavailable"
-	}
-	if err := d.store.SetOwner(ctx, to, pick, reason); err != nil {
-		return "", fmt.Errorf("outbound: record owner: %w", err)
-	}
-	d.metrics.reroutes.WithLabelValues(reason).Inc()
-	return pick, nil
+		return cands[i].id < cands[j].id
+	})
+	return cands[0].id
 }
 
 // firstBackFromCooldown is the active account whose cooldown ends first,
@@ -127,22 +150,22 @@ func (d *Dispatcher) firstBackFromCooldown(pool []wamux.Account) string {
 // (its answer may requeue it, and a resend must come from the number whose
 // statuses resolve it, reference §7), nor while a message whose account
 // the client chose is among them. Then the recipient stays and its new
-// messages queue behind, on from.
-func (d *Dispatcher) moveRecipient(ctx context.Context, to, from, dest string) bool {
+// messages queue behind, on from. moved is how many messages went to dest.
+func (d *Dispatcher) moveRecipient(ctx context.Context, to, from, dest string) (moved int, all bool) {
 	old, ok := d.worker(from)
 	if !ok {
-		return true
+		return 0, true
 	}
 	next, ok := d.worker(dest)
 	if !ok {
-		return false
+		return 0, false
 	}
 	res := old.handOver(ctx, to, dest)
 	if len(res.moved) > 0 {
 		next.adopt(res.moved)
 		d.log.Info("queued messages moved with their recipient", "from", from, "to_account", dest, "messages", len(res.moved))
 	}
-	return res.all
+	return len(res.moved), res.all
 }
 
 // handoff asks a worker's run goroutine, which owns the queues, to give up
