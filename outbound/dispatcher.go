@@ -215,8 +215,12 @@ func (d *Dispatcher) startWorker(ctx context.Context, a wamux.Account) error {
 		return fmt.Errorf("outbound: restore account %s: %w", a.ID, err)
 	}
 	d.workers[a.ID] = w
-	d.wg.Add(1)
+	d.wg.Add(2)
 	go w.run(d.ctx)
+	go w.evacuator(d.ctx)
+	if a.State == wamux.AccountDisabled {
+		w.requestEvacuation()
+	}
 	return nil
 }
 
@@ -266,7 +270,13 @@ func (d *Dispatcher) AccountChanged(ctx context.Context, a wamux.Account) error 
 		if !d.running {
 			return nil
 		}
-		return d.startWorker(ctx, a)
+		if err := d.startWorker(ctx, a); err != nil {
+			return err
+		}
+		if d.usable(a) {
+			d.wakeDisabled()
+		}
+		return nil
 	}
 	if err := d.limiter.SetLimit(ctx, a.ID, a.RatePerSec, a.Burst); err != nil {
 		return fmt.Errorf("outbound: limit for %s: %w", a.ID, err)
@@ -282,7 +292,20 @@ func (d *Dispatcher) AccountChanged(ctx context.Context, a wamux.Account) error 
 		d.limiter.CoolDown(a.ID, a.CooldownUntil)
 	}
 	w.setAccount(a)
+	if d.usable(a) {
+		d.wakeDisabled()
+	}
 	return nil
+}
+
+// wakeDisabled asks every disabled account to move its routed recipients:
+// an account just became usable. The caller holds d.mu.
+func (d *Dispatcher) wakeDisabled() {
+	for id, w := range d.workers {
+		if d.accounts[id].State == wamux.AccountDisabled {
+			w.requestEvacuation()
+		}
+	}
 }
 
 func (d *Dispatcher) worker(accountID string) (*worker, bool) {
@@ -532,7 +555,8 @@ func (d *Dispatcher) receiptProgress() ReceiptProgress {
 	return nil
 }
 
-// Kick wakes every worker to look at its queues and timers now; tests that
+// Kick wakes every worker to look at its queues and timers now, and every
+// disabled account's evacuator to look for recipients to move; tests that
 // move an injected clock call it.
 func (d *Dispatcher) Kick() {
 	d.mu.Lock()
@@ -540,4 +564,5 @@ func (d *Dispatcher) Kick() {
 	for _, w := range d.workers {
 		w.kick()
 	}
+	d.wakeDisabled()
 }

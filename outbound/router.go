@@ -201,6 +201,10 @@ func (w *worker) adopt(its []*item) {
 	w.adopted = append(w.adopted, its...)
 	w.mu.Unlock()
 	w.kick()
+	if w.snapshotAccount().State == wamux.AccountDisabled {
+		// Disabled since it was chosen: they move on from here.
+		w.requestEvacuation()
+	}
 }
 
 // yieldRecipient gives up to dest the messages of a recipient that all

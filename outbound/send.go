@@ -345,7 +345,9 @@ func apiHost(a wamux.Account) string {
 }
 
 // disable stops an account the provider refuses (ban, lock, bad token)
-// until an operator re-enables it; its recipients are routed elsewhere.
+// until an operator re-enables it; its routed recipients move to the
+// rest of the pool with their queued messages (evacuate), each once
+// nothing of it is in flight or of unknown outcome here.
 func (w *worker) disable(reason string) {
 	w.d.log.Error("account disabled by the provider; fix it and PATCH state=active", "account_id", w.id, "reason", reason)
 	st := wamux.AccountDisabled

@@ -32,8 +32,10 @@ type worker struct {
 	wake      chan struct{}
 
 	done     chan completion
-	handoffs chan handoff  // a recipient moving to another account (routing)
-	exited   chan struct{} // closed when run returns
+	handoffs chan handoff       // a recipient moving to another account (routing)
+	scans    chan chan []string // which recipients could move (evacuate)
+	evac     chan struct{}      // wakes the evacuator
+	exited   chan struct{}      // closed when run returns
 
 	// owned by run
 	q        *queues
@@ -69,6 +71,8 @@ func newWorker(d *Dispatcher, a wamux.Account) *worker {
 		wake:     make(chan struct{}, 1),
 		done:     make(chan completion, d.maxIn),
 		handoffs: make(chan handoff),
+		scans:    make(chan chan []string),
+		evac:     make(chan struct{}, 1),
 		exited:   make(chan struct{}),
 		q:        newQueues(),
 		buf:      sequence.NewBuffer[wamux.Message](a.ID, sequence.DefaultMaxSkipped),
@@ -87,6 +91,9 @@ func (w *worker) setAccount(a wamux.Account) {
 	w.account = a
 	w.mu.Unlock()
 	w.kick()
+	if a.State == wamux.AccountDisabled {
+		w.requestEvacuation()
+	}
 }
 
 func (w *worker) snapshotAccount() wamux.Account {
@@ -233,6 +240,8 @@ func (w *worker) run(ctx context.Context) {
 			w.complete(c)
 		case h := <-w.handoffs:
 			h.reply <- w.yieldRecipient(h.to, h.dest)
+		case reply := <-w.scans:
+			reply <- w.scanMovable()
 		case <-w.wake:
 		case <-timer.C:
 		}
@@ -448,7 +457,8 @@ func (w *worker) dispatch() time.Time {
 	acct := w.snapshotAccount()
 	switch acct.State {
 	case wamux.AccountDisabled:
-		return time.Time{}
+		w.compensateDisabled()
+		return next
 	case wamux.AccountCooldown:
 		if acct.CooldownUntil.IsZero() {
 			return time.Time{}
@@ -505,6 +515,27 @@ func (w *worker) dispatch() time.Time {
 	return next
 }
 
+// compensateDisabled looks, on a disabled account, for a status that
+// resolves each unknown outcome whose quiet period is over, as dispatch
+// does on an active one. Compensation calls no provider: a message
+// resolved (or failed after max_attempts) frees its recipient to move to
+// another account (evacuate); one still unknown becomes a resend, which
+// waits here for the account to be re-enabled.
+func (w *worker) compensateDisabled() {
+	for p := range w.q.ready {
+		kept := w.q.ready[p][:0]
+		for _, r := range w.q.ready[p] {
+			if it := r.head(); it.unknown && w.inflight < w.d.maxIn {
+				w.launch(r, it, w.compensate)
+				continue
+			}
+			kept = append(kept, r)
+		}
+		clear(w.q.ready[p][len(kept):])
+		w.q.ready[p] = kept
+	}
+}
+
 func (w *worker) launch(r *recipient, it *item, fn func(*item) (action, time.Duration)) {
 	r.inflight = true
 	w.inflight++
@@ -540,4 +571,8 @@ func (w *worker) complete(c completion) {
 		c.r.notBefore = now.Add(c.delay)
 	}
 	w.q.schedule(c.r, now)
+	if w.snapshotAccount().State == wamux.AccountDisabled {
+		// The recipient may have become free to move.
+		w.requestEvacuation()
+	}
 }
