@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
 
 	"github.com/wamux/wamux/app"
 	"github.com/wamux/wamux/bench"
@@ -40,12 +41,20 @@ type demoRun struct {
 	done     chan error
 }
 
+// TestMain stops the shared demo after the tests, then fails the run when
+// a goroutine of the gateway, the simulator or a test is still running.
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if theDemo != nil {
 		theDemo.cancel()
 		if err := <-theDemo.done; err != nil && code == 0 {
 			fmt.Fprintln(os.Stderr, "demo ended with:", err)
+			code = 1
+		}
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}
 	}

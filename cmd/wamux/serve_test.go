@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/wamux/wamux/app"
 	"github.com/wamux/wamux/config"
 	"github.com/wamux/wamux/store/sqlite"
@@ -23,13 +25,15 @@ import (
 
 // TestMain lets the tests run this very binary's main() in a child process
 // (the test binary contains the wamux command), so a child can be signalled
-// or killed with -9 like the real thing.
+// or killed with -9 like the real thing. Run as tests, the goroutines of
+// the commands run in process (sim, demo, bench) must all have ended when
+// the tests do.
 func TestMain(m *testing.M) {
 	if os.Getenv("WAMUX_TEST_RUN_MAIN") == "1" {
 		main()
 		return
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 const (

@@ -31,6 +31,29 @@ func blockSync(t *testing.T, s *Store, fail func() error) (started chan string, 
 // syncData flushes a file it can and reports the failure on one it
 // cannot (a closed descriptor), so a failed flush is never taken for a
 // durable WAL.
+// drainSyncs takes the fsync reports nobody waits for any more, until the
+// test ends; the store's Close runs after that, and its last fsyncs fit in
+// started's buffer.
+func drainSyncs(t *testing.T, started <-chan string) {
+	t.Helper()
+	end := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		for {
+			select {
+			case <-started:
+			case <-end:
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		close(end)
+		<-exited
+	})
+}
+
 func TestSyncDataReportsFailure(t *testing.T) {
 	f, err := os.Create(filepath.Join(t.TempDir(), "x-wal"))
 	if err != nil {
@@ -144,10 +167,7 @@ func TestDeferredWriteFailsWhenTheWALSyncFails(t *testing.T) {
 		return nil
 	})
 	close(release)
-	go func() {
-		for range started {
-		}
-	}()
+	drainSyncs(t, started)
 	if _, err := s.AppendReceiptLog(ctx, walReceipts(1)); !errors.Is(err, errDisk) {
 		t.Fatalf("append with a failing fsync: %v, want %v", err, errDisk)
 	}
@@ -213,10 +233,7 @@ func TestOrderedWritesAnsweredAtCommit(t *testing.T) {
 	}
 	// The ack's commit comes after the append's fsync here, so nothing
 	// blocks it; what this shows is that it is answered without one more.
-	go func() {
-		for range started {
-		}
-	}()
+	drainSyncs(t, started)
 	if n, err := s.AckReceiptLog(ctx, ids); err != nil || n != 3 {
 		t.Fatalf("ack: %d, %v; want 3", n, err)
 	}
