@@ -49,6 +49,9 @@ type App struct {
 	dispatcher *outbound.Dispatcher
 	settings   *settings.Manager
 	receipts   *receipts.Pipeline
+	// closeProvider releases the Cloud API client Start made (its
+	// keep-alive connections); a no-op for a Provider given by the caller.
+	closeProvider func()
 
 	// Provider replaces the Cloud API client (tests, the demo's in-process
 	// simulator may also just point accounts' base_url at it). Set before
@@ -158,14 +161,14 @@ func (a *App) Start(ctx context.Context) error {
 			return fail(fmt.Errorf("app: settings from %s: %w", a.cfg.File, err))
 		}
 	}
-	provider := a.Provider
+	provider, closeProvider := a.Provider, func() {}
 	if provider == nil {
 		client, err := cloudapi.New(cloudapi.Config{})
 		if err != nil {
 			return fail(fmt.Errorf("app: cloud api client: %w", err))
 		}
 		undo = append(undo, client.Close)
-		provider = client
+		provider, closeProvider = client, client.Close
 	}
 	disp, err := outbound.New(outbound.Config{
 		Store: st, Provider: provider, Settings: set, Logger: a.log, Registry: a.registry,
@@ -230,7 +233,7 @@ func (a *App) Start(ctx context.Context) error {
 		a.log.Warn("no API keys configured (WAMUX_API_KEYS): every /v1 request will be refused")
 	}
 	a.store, a.listener, a.dispatcher, a.settings = st, ln, disp, set
-	a.receipts = pipe
+	a.receipts, a.closeProvider = pipe, closeProvider
 	// Every phase of a connection is bounded, so a client that trickles
 	// its request, never reads the answer or idles cannot hold a socket
 	// and a goroutine for ever. WriteTimeout runs from the end of the
@@ -275,6 +278,7 @@ func (a *App) Stop(ctx context.Context) error {
 	if err := a.dispatcher.Stop(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	a.closeProvider() // no call of the dispatcher is open any more
 	if err := a.store.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close store: %w", err))
 	}
