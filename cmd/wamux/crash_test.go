@@ -18,10 +18,12 @@ import (
 )
 
 // startServeAt runs `wamux serve` in a child on a fixed address (the
-// simulator's webhooks must find the restarted gateway at the same place).
-func startServeAt(t *testing.T, dir, addr, secret string) *child {
+// simulator's webhooks must find the restarted gateway at the same place),
+// with extra flags.
+func startServeAt(t *testing.T, dir, addr, secret string, flags ...string) *child {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "serve", "--listen", addr, "--data-dir", filepath.Join(dir, "data"))
+	args := append([]string{"serve", "--listen", addr, "--data-dir", filepath.Join(dir, "data")}, flags...)
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "WAMUX_TEST_RUN_MAIN=1", "WAMUX_API_KEYS="+childKey, "WAMUX_APP_SECRET="+secret, "WAMUX_LOG_LEVEL=warn")
 	return startCmd(t, cmd)
