@@ -255,11 +255,15 @@ func (a *App) Start(ctx context.Context) error {
 }
 
 // Stop stops intake and waits for in-flight requests until ctx ends, then
-// closes the store. Work acknowledged before Stop is already durable, so a
-// drain cut short by ctx loses nothing that was acknowledged: what was
-// left (provider calls, receipts not merged yet) is picked up by the next
-// Start. Such a drain is logged, not returned; the error is for failures
-// (serving, closing the store).
+// closes the store. The dispatcher stops at once, alongside the HTTP
+// drain: it starts no new provider call (messages submitted meanwhile are
+// stored and sent after the next start), and the calls it has open get
+// the whole bound to finish and be recorded, however long one stalled
+// client holds the HTTP drain. Work acknowledged before Stop is already
+// durable, so a drain cut short by ctx loses nothing that was
+// acknowledged: what was left (provider calls, receipts not merged yet)
+// is picked up by the next Start. Such a drain is logged, not returned;
+// the error is for failures (serving, closing the store).
 func (a *App) Stop(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -267,6 +271,8 @@ func (a *App) Stop(ctx context.Context) error {
 		return nil
 	}
 	a.started = false
+	dispatcherStopped := make(chan error, 1)
+	go func() { dispatcherStopped <- a.dispatcher.Stop(ctx) }()
 	var errs []error
 	if err := a.server.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("drain http: %w", err))
@@ -278,7 +284,7 @@ func (a *App) Stop(ctx context.Context) error {
 	if err := a.receipts.Stop(ctx); err != nil { // issue 5: intake is closed; drain
 		errs = append(errs, err)
 	}
-	if err := a.dispatcher.Stop(ctx); err != nil {
+	if err := <-dispatcherStopped; err != nil {
 		errs = append(errs, err)
 	}
 	a.closeProvider() // no call of the dispatcher is open any more

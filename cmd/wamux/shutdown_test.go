@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -413,5 +415,67 @@ func TestSIGTERMWithHangingProviderExitsWithinBound(t *testing.T) {
 	}
 	if code := c2.wait(t); code != 0 {
 		t.Fatalf("restarted gateway exited %d\n%s", code, c2.stderr.String())
+	}
+}
+
+// TestSIGTERMWithAStalledClientLetsSendsFinish: a client has sent half a
+// request and stalls, so the HTTP drain lasts the whole shutdown bound.
+// The sends the gateway has with the provider at SIGTERM still finish and
+// are recorded: none is left with an unknown outcome (to be compensated
+// after the next start, and resent if no status comes), and the gateway
+// does not go on starting new sends while it waits for that client.
+func TestSIGTERMWithAStalledClientLetsSendsFinish(t *testing.T) {
+	r := newShutdownRig(t, 2, sim.Faults{Latency: sim.Range{Min: 200 * time.Millisecond, Max: 400 * time.Millisecond}})
+	c := r.start(t, "--shutdown-timeout", "5s")
+	r.setup(t, c, 20)
+	for i, account := range r.accounts {
+		var items []string
+		for seq := 1; seq <= 200; seq++ {
+			items = append(items, fmt.Sprintf(`{"biz_type":"stall","account_id":%q,"client_seq":%d,"to":"1555500%04d","type":"text","text":{"body":"m%d"}}`,
+				account, seq, (seq+i)%7, seq))
+		}
+		code, body, err := c.request("POST", "/v1/messages:batch", childKey, `{"messages":[`+strings.Join(items, ",")+`]}`)
+		if err != nil || code != 200 || strings.Contains(body, `"error"`) {
+			t.Fatalf("submit: %d %s %v", code, body, err)
+		}
+	}
+	waitFor(t, 60*time.Second, func() string { return fmt.Sprintf("%+v", r.sim.Stats().Totals) },
+		func() bool { return r.sim.Stats().Totals.Accepted >= 10 })
+
+	stalled, err := net.Dial("tcp", r.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	if _, err := io.WriteString(stalled, "POST /webhook HTTP/1.1\r\nHost: wamux\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"); err != nil {
+		t.Fatal(err)
+	}
+	// The server accepts connections in order: once a later one is
+	// answered, the stalled one is the server's and holds the drain.
+	if code, _, err := c.request("GET", "/healthz", "", ""); err != nil || code != 200 {
+		t.Fatalf("/healthz = %d, %v", code, err)
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := c.wait(t); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM\n%s", code, c.stderr.String())
+	}
+	if n := r.sim.Stats().Totals.Accepted; n >= 400 {
+		t.Fatalf("all %d messages were sent before the process ended; the test proves nothing", n)
+	}
+
+	st, err := sqlite.Open(context.Background(), filepath.Join(r.dir, "data", app.SQLiteFile), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	open, err := st.ListMessages(context.Background(), store.MessageFilter{
+		Statuses: []wamux.Status{wamux.StatusSending, wamux.StatusUnknown}, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range open {
+		t.Errorf("message %s (seq %d) was left %s: %s", m.ID, m.ClientSeq, m.Status, m.LastError)
 	}
 }
