@@ -386,3 +386,33 @@ func TestDisabledAccountKeepsRecipientWithUnresolvedOutcome(t *testing.T) {
 		t.Fatalf("%d provider calls, want 3 (the unknown one, its resend, the second)", n)
 	}
 }
+
+// TestDisabledOwnerMovesNewMessageWhenCooldownEnds: a recipient's owner a
+// is disabled with nothing of it queued, while b, the only other account,
+// cools down. The recipient's next message is routed to a (nobody better)
+// and waits there only until b's cooldown ends: the message wakes a's
+// evacuator, which looks again when b is back, as it does for a message
+// queued on a before the disable. Real clock: b's cooldown ends by itself.
+func TestDisabledOwnerMovesNewMessageWhenCooldownEnds(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.addAccount("a", "8111", 100, 10, sim.Limits{Rate: 1000})
+	e.addAccount("b", "8112", 100, 10, sim.Limits{Rate: 1000})
+	to := "15558110001"
+	first := textMsg(t, outbound.Request{MsgID: "first", To: to})
+	if acc := e.submit(first)[0].Message.AccountID; acc != "a" {
+		t.Fatalf("first message routed to %s, want a (equal ratios, smallest id)", acc)
+	}
+	waitFor(t, "the first message accepted", 10*time.Second, func() bool {
+		return e.status(first.ID) == wamux.StatusAccepted && e.d.AttemptsRunning("a") == 0
+	})
+	coolDown(t, e, "b", time.Now().Add(3*time.Second))
+	setState(t, e, "a", wamux.AccountDisabled)
+	next := textMsg(t, outbound.Request{MsgID: "next", To: to})
+	if acc := e.submit(next)[0].Message.AccountID; acc != "a" {
+		t.Fatalf("next message routed to %s while b cools down, want its owner a", acc)
+	}
+	waitFor(t, "the next message accepted from b", 15*time.Second, func() bool { return e.status(next.ID) == wamux.StatusAccepted })
+	if got := sentFrom(e, "8112", to); !slices.Equal(got, []string{"next"}) {
+		t.Fatalf("b sent %v, want [next]", got)
+	}
+}

@@ -113,6 +113,12 @@ func (w *worker) submit(m wamux.Message) {
 	w.inbox = append(w.inbox, m)
 	w.mu.Unlock()
 	w.kick()
+	if w.snapshotAccount().State == wamux.AccountDisabled {
+		// Routed here while no other account could take it (route keeps
+		// a disabled owner then): the evacuator moves it once one can,
+		// and only a wake makes it look at a recipient it has not seen.
+		w.requestEvacuation()
+	}
 }
 
 func (w *worker) enqueueReleased(ms []wamux.Message) {
