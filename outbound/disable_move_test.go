@@ -416,3 +416,34 @@ func TestDisabledOwnerMovesNewMessageWhenCooldownEnds(t *testing.T) {
 		t.Fatalf("b sent %v, want [next]", got)
 	}
 }
+
+// TestFailedMoveWriteKeepsRecipientOrder: a is disabled with a routed
+// recipient's m1 and m2 queued on it, and the write moving m2 to b fails
+// once. The move is all or nothing: had m1 gone to b and the owner become
+// b, the recipient's next message m3 would follow it there and go out
+// before m2, which moves only when the evacuator tries again.
+func TestFailedMoveWriteKeepsRecipientOrder(t *testing.T) {
+	fs := &flakyStore{}
+	clk := newFakeClock() // frozen: a's cooldown never ends by itself
+	e := newEnv(t, envOpts{clock: clk, wrapStore: fs.wrap})
+	to := "15558120001"
+	m1 := textMsg(t, outbound.Request{MsgID: "m1", To: to})
+	m2 := textMsg(t, outbound.Request{MsgID: "m2", To: to})
+	queuedOnPausedPool(t, e, clk, m1, m2)
+	fs.failNext(1, false, func(u store.MessageUpdate) bool { return u.MsgID == "m2" && u.AccountID == "b" })
+	setState(t, e, "b", wamux.AccountActive)
+	setState(t, e, "a", wamux.AccountDisabled)
+	waitFor(t, "the move of m2 failed", 10*time.Second, func() bool { return fs.failed.Load() == 1 })
+	// The evacuator's pass that failed is over once it let go of the
+	// routing lock: the next message's routing waits for it.
+	m3 := textMsg(t, outbound.Request{MsgID: "m3", To: to})
+	if r := e.submit(m3)[0]; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	waitFor(t, "all three accepted", 20*time.Second, func() bool {
+		return e.status(m1.ID) == wamux.StatusAccepted && e.status(m2.ID) == wamux.StatusAccepted && e.status(m3.ID) == wamux.StatusAccepted
+	})
+	if got := simOrder(e, to); !slices.Equal(got, []string{"m1", "m2", "m3"}) {
+		t.Fatalf("sent in the order %v, want [m1 m2 m3]", got)
+	}
+}

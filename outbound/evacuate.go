@@ -134,9 +134,9 @@ func (w *worker) scanMovable() []string {
 // when that is another usable account, else to the pool account route
 // would pick for a new recipient. Nothing moves while from is not
 // disabled (re-enabled meanwhile) or when no other account is usable. The
-// owner change is recorded once the recipient's first waiting message has
-// moved: its later messages, and those moving later after a store
-// failure, belong behind it.
+// owner change is recorded once the recipient's messages have moved (a
+// handoff moves all of them or none): its later messages belong behind
+// them.
 func (d *Dispatcher) rehome(ctx context.Context, to, from string, planned map[string]int) rehomeOutcome {
 	d.routeMu.Lock()
 	defer d.routeMu.Unlock()
@@ -173,8 +173,9 @@ func (d *Dispatcher) rehome(ctx context.Context, to, from string, planned map[st
 		d.metrics.reroutes.WithLabelValues("account_disabled").Inc()
 	}
 	if !all && ctx.Err() == nil {
-		// A store write failed, or the recipient got a message in
-		// flight since it was listed (its answer wakes us again).
+		// A store write failed (nothing moved), or the recipient got a
+		// message in flight since it was listed (its answer wakes us
+		// again).
 		return rehomeFailed
 	}
 	return rehomeDone

@@ -209,8 +209,11 @@ func (w *worker) adopt(its []*item) {
 
 // yieldRecipient gives up to dest the messages of a recipient that all
 // wait here, stored under dest first, in their order. Messages still in
-// the inbox are queued first, so none is left behind. When a store write
-// fails the messages from it on stay, and the recipient with them.
+// the inbox are queued first, so none is left behind. The move is all or
+// nothing: when a store write fails, those already stored under dest are
+// stored back here and the recipient stays with all of them. Moving only
+// the first ones would split it, and its next messages, routed to dest
+// after them, would go out before the rest.
 func (w *worker) yieldRecipient(to, dest string) handoffResult {
 	if w.stopping {
 		return handoffResult{}
@@ -242,7 +245,8 @@ func (w *worker) yieldRecipient(to, dest string) handoffResult {
 		cancel()
 		if err != nil || !ok {
 			w.d.log.Error("move a queued message with its recipient", "account_id", w.id, "to_account", dest, "msg_id", m.ID, "moved", ok, "err", err)
-			break
+			w.unmove(moved)
+			return handoffResult{}
 		}
 		moved = append(moved, &item{msg: m, enqueued: it.enqueued, retries: it.retries})
 	}
@@ -256,6 +260,22 @@ func (w *worker) yieldRecipient(to, dest string) handoffResult {
 	}
 	w.q.schedule(r, now)
 	return handoffResult{moved: moved, all: len(r.msgs) == 0}
+}
+
+// unmove stores back under this account the messages a failed handoff
+// had already stored under another. One whose write fails too is sent
+// from here all the same (the queue in memory decides that); only a
+// restart would find it under the other account.
+func (w *worker) unmove(its []*item) {
+	for _, it := range its {
+		ctx, cancel := bg()
+		_, err := w.d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: it.msg.ID, From: []wamux.Status{wamux.StatusQueued},
+			Status: wamux.StatusQueued, AccountID: w.id})
+		cancel()
+		if err != nil {
+			w.d.log.Error("store a message back under its account after a failed move", "account_id", w.id, "msg_id", it.msg.ID, "err", err)
+		}
+	}
 }
 
 // movable reports whether every message of a recipient waits in the queue
