@@ -197,15 +197,8 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 // startWorker restores one account's queue and reorder buffer and starts
 // its goroutine. The caller holds d.mu.
 func (d *Dispatcher) startWorker(ctx context.Context, a wamux.Account) error {
-	rate, burst := limitFor(a)
-	if rate != a.RatePerSec || burst != a.Burst {
-		// Stored before the API checked the limiter's bounds: refusing it
-		// here would keep every account from starting.
-		d.log.Warn("account's stored limit is outside the limiter's bounds; sending at the nearest one until it is changed",
-			"account_id", a.ID, "rate_per_sec", a.RatePerSec, "burst", a.Burst, "using_rate", rate, "using_burst", burst)
-	}
-	if err := d.limiter.SetLimit(ctx, a.ID, rate, burst); err != nil {
-		return fmt.Errorf("outbound: limit for %s: %w", a.ID, err)
+	if err := d.setLimit(ctx, a); err != nil {
+		return err
 	}
 	if !a.CooldownUntil.IsZero() {
 		d.limiter.CoolDown(a.ID, a.CooldownUntil)
@@ -220,6 +213,22 @@ func (d *Dispatcher) startWorker(ctx context.Context, a wamux.Account) error {
 	go w.evacuator(d.ctx)
 	if a.State == wamux.AccountDisabled {
 		w.requestEvacuation()
+	}
+	return nil
+}
+
+// setLimit gives the limiter the account's rate and burst, brought within
+// its bounds. A limit outside them was stored before the API checked them:
+// refusing it would keep every account from starting, and an account from
+// taking any other change (a disable, a new token) made since.
+func (d *Dispatcher) setLimit(ctx context.Context, a wamux.Account) error {
+	rate, burst := limitFor(a)
+	if rate != a.RatePerSec || burst != a.Burst {
+		d.log.Warn("account's stored limit is outside the limiter's bounds; sending at the nearest one until it is changed",
+			"account_id", a.ID, "rate_per_sec", a.RatePerSec, "burst", a.Burst, "using_rate", rate, "using_burst", burst)
+	}
+	if err := d.limiter.SetLimit(ctx, a.ID, rate, burst); err != nil {
+		return fmt.Errorf("outbound: limit for %s: %w", a.ID, err)
 	}
 	return nil
 }
@@ -278,8 +287,8 @@ func (d *Dispatcher) AccountChanged(ctx context.Context, a wamux.Account) error 
 		}
 		return nil
 	}
-	if err := d.limiter.SetLimit(ctx, a.ID, a.RatePerSec, a.Burst); err != nil {
-		return fmt.Errorf("outbound: limit for %s: %w", a.ID, err)
+	if err := d.setLimit(ctx, a); err != nil {
+		return err
 	}
 	switch {
 	case a.State == wamux.AccountActive && a.CooldownUntil.IsZero():

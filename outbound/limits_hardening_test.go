@@ -152,3 +152,24 @@ func TestStoredLimitOutOfBoundsStillStarts(t *testing.T) {
 	e.submit(m)
 	waitFor(t, "the message accepted", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
 }
+
+// TestStoredLimitOutOfBoundsTakesOtherChanges: an account stored with a
+// rate below the limiter's bounds (started at the lowest one) takes a
+// change of something else, here a disable, as any account does: the
+// change is stored already, and refusing it in the dispatcher would leave
+// the account sending as before.
+func TestStoredLimitOutOfBoundsTakesOtherChanges(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.addAccount("slow", "7502", 0.0001, 0, sim.Limits{Rate: 1000})
+	disabled := wamux.AccountDisabled
+	a, err := e.store.UpdateAccount(context.Background(), "slow", store.AccountPatch{State: &disabled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.d.AccountChanged(context.Background(), a); err != nil {
+		t.Fatalf("disabling the account: %v", err)
+	}
+	if lim := e.d.LimitState("slow"); lim.Rate != ratelimit.MinLimitRate || lim.Burst != 1 {
+		t.Fatalf("limit %v/s burst %d, want %v/s burst 1", lim.Rate, lim.Burst, ratelimit.MinLimitRate)
+	}
+}
