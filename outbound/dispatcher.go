@@ -363,6 +363,7 @@ func (d *Dispatcher) Submit(ctx context.Context, msgs []wamux.Message) ([]Submit
 	var idx []int
 	planned := map[string]int{}      // messages of this batch per account, not yet charged
 	routedIDs := map[string]string{} // msg_id → account, for repeats inside the batch
+	stored, lookupErr := d.storedForRouting(ctx, msgs)
 	for i, m := range msgs {
 		if m.AccountID != "" {
 			if _, err := d.account(ctx, m.AccountID); err != nil {
@@ -379,7 +380,7 @@ func (d *Dispatcher) Submit(ctx context.Context, msgs []wamux.Message) ([]Submit
 				toInsert, idx = append(toInsert, routed), append(idx, i)
 				continue
 			}
-			if res, ok := d.storedResult(ctx, m); ok {
+			if res, ok := d.storedResult(m, stored, lookupErr); ok {
 				results[i] = res
 				continue
 			}
@@ -428,19 +429,47 @@ func (d *Dispatcher) Submit(ctx context.Context, msgs []wamux.Message) ([]Submit
 	return results, nil
 }
 
+// storedForRouting looks up, in one store read for the whole batch, the
+// msg_ids of the messages that need routing (no account_id): one read per
+// message made a batch of 1,000 wait for 1,000 sequential reads. Messages
+// with an account_id are not looked up: routing cannot change for them, and
+// the store's insert tells their duplicates and conflicts apart.
+func (d *Dispatcher) storedForRouting(ctx context.Context, msgs []wamux.Message) (map[string]wamux.Message, error) {
+	var ids []string
+	seen := map[string]bool{}
+	for _, m := range msgs {
+		if m.AccountID == "" && !seen[m.ID] {
+			seen[m.ID] = true
+			ids = append(ids, m.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	found, err := d.store.FindMessages(ctx, nil, ids)
+	if err != nil {
+		return nil, fmt.Errorf("outbound: look up msg_id: %w", err)
+	}
+	stored := make(map[string]wamux.Message, len(found))
+	for _, m := range found {
+		stored[m.ID] = m
+	}
+	return stored, nil
+}
+
 // storedResult answers a message that needs routing whose msg_id is
 // already stored: a client's retry. It is looked up before routing because
 // routing it again would change what a retry must leave alone: the
 // recipient's owner (moved off an account that went out of service since),
 // the recorded moves and the batch's plan. ok is false when the msg_id is
-// new; a failed lookup is that message's error.
-func (d *Dispatcher) storedResult(ctx context.Context, m wamux.Message) (SubmitResult, bool) {
-	existing, err := d.store.GetMessage(ctx, m.ID)
-	switch {
-	case wamux.ErrorCode(err) == wamux.ENotFound:
+// new; a failed lookup (lookupErr) is that message's error.
+func (d *Dispatcher) storedResult(m wamux.Message, stored map[string]wamux.Message, lookupErr error) (SubmitResult, bool) {
+	if lookupErr != nil {
+		return SubmitResult{Err: lookupErr}, true
+	}
+	existing, ok := stored[m.ID]
+	if !ok {
 		return SubmitResult{}, false
-	case err != nil:
-		return SubmitResult{Err: fmt.Errorf("outbound: look up msg_id: %w", err)}, true
 	}
 	if r := store.Blocked(m, existing, true); r.Outcome == store.Conflict {
 		return SubmitResult{Err: conflictError(m, r.Existing)}, true

@@ -346,7 +346,10 @@ type PipelineStore interface {
 	AckReceiptLog(ctx context.Context, ids []int64) (int, error)
 	// FindMessages returns the messages whose wamid is one of wamids or
 	// whose msg_id is one of msgIDs, in one round trip, so a batch of
-	// statuses resolves its outbound messages without a query per status.
+	// statuses resolves its outbound messages without a query per status
+	// and a submitted batch finds its stored msg_ids without a query per
+	// message. Each message comes once, however many keys name it; keys
+	// with no message are skipped; the order is unspecified.
 	FindMessages(ctx context.Context, wamids, msgIDs []string) ([]wamux.Message, error)
 	// AddInboundMessages keeps the minimal record of messages users sent
 	// to a business number (unique per account and wamid; repeats are

@@ -119,6 +119,38 @@ func testPipeline(t *testing.T, newStore NewStore) {
 		}
 	})
 
+	t.Run("FindMessagesByMsgID", func(t *testing.T) {
+		// The dispatcher looks a whole submitted batch (up to 1,000 msg_ids,
+		// repeats allowed) up by msg_id alone, with no wamids, in one call.
+		s := newStore(t)
+		stored := []wamux.Message{testMessage("b-0007", "acc1", 0, "h7"), testMessage("b-0700", "acc2", 3, "h700"),
+			testMessage("b-1999", "acc1", 0, "h1999")}
+		_, err := s.InsertMessages(ctx(t), stored)
+		must(t, err)
+		ids := make([]string, 0, 2002)
+		for i := range 2000 {
+			ids = append(ids, fmt.Sprintf("b-%04d", i))
+		}
+		ids = append(ids, "b-0007", "b-1999")
+		got, err := s.FindMessages(ctx(t), nil, ids)
+		must(t, err)
+		byID := map[string]wamux.Message{}
+		for _, m := range got {
+			if _, dup := byID[m.ID]; dup {
+				t.Fatalf("message %q returned twice", m.ID)
+			}
+			byID[m.ID] = m
+		}
+		if len(byID) != len(stored) {
+			t.Fatalf("found %d messages, want %d", len(byID), len(stored))
+		}
+		for _, want := range stored {
+			if m, ok := byID[want.ID]; !ok || !sameContent(m, want) {
+				t.Fatalf("message %q = %+v (found %v), want %+v", want.ID, m, ok, want)
+			}
+		}
+	})
+
 	t.Run("InboundMessages", func(t *testing.T) {
 		s := newStore(t)
 		in := []store.InboundMessage{
