@@ -3,8 +3,11 @@ package outbound
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wamux/wamux/provider/cloudapi"
 )
 
 // metrics of the outbound pipeline. Labels are bounded: account ids,
@@ -31,6 +34,17 @@ type metrics struct {
 	accountState    *prometheus.GaugeVec
 }
 
+// throttleCodeLabel is the code label of wamux_provider_throttled_total:
+// a code the classification lists keeps its number, -1 stays for an answer
+// without a code, and any other code, which the provider (or a proxy on
+// the way) chooses freely, is "other", so the series stay bounded.
+func throttleCodeLabel(code int) string {
+	if code == -1 || cloudapi.ListedCode(code) {
+		return strconv.Itoa(code)
+	}
+	return "other"
+}
+
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		submitted: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -49,7 +63,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "wamux_resends_total", Help: "Unknown-outcome messages after the quiet period: resent, or resolved by a status.",
 		}, []string{"account", "outcome"}),
 		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "wamux_provider_throttled_total", Help: "Provider rate-limit answers by account and Meta error code.",
+			Name: "wamux_provider_throttled_total", Help: "Provider rate-limit answers by account and Meta error code (a code the classification does not list: other).",
 		}, []string{"account", "code"}),
 		cooldowns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wamux_account_cooldowns_total", Help: "Account cooldowns started.",

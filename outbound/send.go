@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"time"
 
@@ -90,7 +89,7 @@ func (w *worker) send(it *item) (action, time.Duration) {
 		return actRetry, max(res.Delay, backoff(s.BackoffBase, s.BackoffCap, it.retries))
 
 	case cloudapi.SlowDown:
-		d.metrics.throttled.WithLabelValues(w.id, strconv.Itoa(res.Code)).Inc()
+		d.metrics.throttled.WithLabelValues(w.id, throttleCodeLabel(res.Code)).Inc()
 		d.metrics.retries.WithLabelValues(w.id, "throttled").Inc()
 		lim := d.limiter.OnThrottled(w.id)
 		if res.Delay > cloudapi.ThroughputDelay {
@@ -109,7 +108,7 @@ func (w *worker) send(it *item) (action, time.Duration) {
 		return actRetry, max(res.Delay, s.BackoffBase)
 
 	case cloudapi.PairLimit:
-		d.metrics.throttled.WithLabelValues(w.id, strconv.Itoa(res.Code)).Inc()
+		d.metrics.throttled.WithLabelValues(w.id, throttleCodeLabel(res.Code)).Inc()
 		d.metrics.retries.WithLabelValues(w.id, "pair_limit").Inc()
 		d.pairs.OnPairLimited(w.id, it.msg.To)
 		w.requeue(it, reason, -1)
@@ -152,7 +151,7 @@ func (w *worker) send(it *item) (action, time.Duration) {
 // must not keep sending at full speed into the overload.
 func (w *worker) slowDown(res cloudapi.Result) {
 	d := w.d
-	d.metrics.throttled.WithLabelValues(w.id, strconv.Itoa(res.Code)).Inc()
+	d.metrics.throttled.WithLabelValues(w.id, throttleCodeLabel(res.Code)).Inc()
 	if lim := d.limiter.OnThrottled(w.id); lim.State == wamux.AccountCooldown {
 		w.coolDown(lim.CooldownUntil)
 	}

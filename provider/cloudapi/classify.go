@@ -113,6 +113,15 @@ func classOf(code int) (class, bool) {
 	return class{}, false
 }
 
+// ListedCode reports whether the code table names code itself (the ranges
+// classOf also covers are not listed). Metrics keep only such codes as
+// label values: a code comes from the provider's answer, and a provider or
+// proxy sending arbitrary ones must not create a series per code.
+func ListedCode(code int) bool {
+	_, ok := codeClasses[code]
+	return ok
+}
+
 // apiErrorBody is Meta's error envelope. Code is a pointer because 0 is a
 // real code (auth failure) and must not be confused with "absent".
 type apiErrorBody struct {

@@ -147,3 +147,15 @@ func TestClassifyOverloaded(t *testing.T) {
 		})
 	}
 }
+
+// TestListedCodeIsTheTableOnly: the codes metrics may use as label values
+// are the table's own entries; the ranges classification also covers
+// (200-299, 132000-132999), -1 (no code) and made-up codes are not.
+func TestListedCodeIsTheTableOnly(t *testing.T) {
+	for code, want := range map[int]bool{130429: true, 131056: true, 80007: true, cloudapi.AppRateLimitCode: true,
+		0: true, 250: false, 132001: false, -1: false, 987654: false} {
+		if got := cloudapi.ListedCode(code); got != want {
+			t.Errorf("ListedCode(%d) = %v, want %v", code, got, want)
+		}
+	}
+}
