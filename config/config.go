@@ -336,9 +336,12 @@ func splitList(s string) []string {
 // key=value form (host=db password=pw). A URL that does not parse keeps
 // only its scheme: where a password ends is then a guess.
 func redactURL(s string) string {
-	scheme, _, ok := strings.Cut(s, "://")
-	if !ok {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok || !urlScheme.MatchString(scheme) {
 		return keyValuePassword.ReplaceAllString(s, "${1}xxxxx")
+	}
+	if credentialsPastAuthority(rest) {
+		return scheme + "://(URL hidden: percent-encode '/', '?' and '#' in a password)"
 	}
 	u, err := url.Parse(s)
 	if err != nil {
@@ -351,9 +354,31 @@ func redactURL(s string) string {
 	return u.String()
 }
 
-// keyValuePassword finds password=… (quoted or not) in a key=value
-// connection string.
-var keyValuePassword = regexp.MustCompile(`(?i)(password\s*=\s*)('[^']*'|\S*)`)
+// credentialsPastAuthority tells whether the credentials of a URL (the
+// text after "://") may run past where url.Parse ends its authority: an
+// unescaped '/', '?' or '#' in a password ends it early, and the parsed
+// URL then shows the password's start as a port ("app:12") and its rest
+// as a path, query or fragment. That is the case when a ':' and one of
+// those characters come before the last '@'. A valid URL with an '@' in
+// its query and a port (db:5432/w?application_name=a@b) is then shown
+// without its host too; only the shown text changes, not the store used.
+func credentialsPastAuthority(rest string) bool {
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return false
+	}
+	cred := rest[:at]
+	return strings.Contains(cred, ":") && strings.ContainsAny(cred, "/?#")
+}
+
+// urlScheme is RFC 3986's scheme: text before "://" that is not one is
+// a key=value string holding "://" (in a password, say).
+var urlScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
+
+// keyValuePassword finds password=… in a key=value connection string:
+// quoted (with libpq's \' and \\ inside, or unterminated, to the end) or
+// not.
+var keyValuePassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*(?:'|$)|\S*)`)
 
 // redactQuery masks the value of every query parameter whose name, once
 // unescaped, mentions a password, and of any whose name does not unescape.

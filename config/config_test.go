@@ -229,3 +229,27 @@ func TestFileErrorsShowNoValue(t *testing.T) {
 		}
 	}
 }
+
+// TestRedactStorePasswordEndingAuthority: an unescaped '/', '?' or '#' in
+// a password ends the URL's authority early for url.Parse, which then
+// reads the password's start as a port ("app:12") and its rest as a path,
+// query or fragment; none of it may show. A key=value store whose password
+// holds "://" or an escaped quote is no URL either.
+func TestRedactStorePasswordEndingAuthority(t *testing.T) {
+	for _, store := range []string{
+		"postgres://app:12/ter2@db/wamux",
+		"postgres://app:/ter2@db/wamux",
+		"postgres://app:5432?ter2@db/wamux",
+		"postgres://app:99#ter2@db/wamux",
+		"postgres://app:hun@1/ter2@db/wamux",
+		"postgresql://app:7/ter2@db:5432/wamux?sslmode=require",
+		"host=db password=ter2://x dbname=wamux",
+		`host=db password='hun\'ter2' dbname=wamux`,
+		"host=db password='hun ter2",
+	} {
+		got := Config{Store: store}.RedactedStore()
+		if strings.Contains(got, "ter2") {
+			t.Errorf("%s → %s: the password shows", store, got)
+		}
+	}
+}
