@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"strconv"
 	"time"
 
@@ -38,6 +39,19 @@ func (s AccountState) Valid() bool {
 
 // DefaultBaseURL is the Graph API host used when an account names none.
 const DefaultBaseURL = "https://graph.facebook.com"
+
+// MaxAccountIDLen bounds an account id (ValidAccountID).
+const MaxAccountIDLen = 64
+
+var accountIDPattern = regexp.MustCompile(fmt.Sprintf(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,%d}$`, MaxAccountIDLen-1))
+
+// ValidAccountID tells whether id can name an account: 1 to
+// MaxAccountIDLen letters, digits, '_', '-' or '.', starting with a letter
+// or digit. The API creates accounts by it and the receipts batch refuses
+// any other id, so an agent checks its own by it too: one it would send
+// in vain is refused when the agent starts, not dead-lettered batch by
+// batch.
+func ValidAccountID(id string) bool { return accountIDPattern.MatchString(id) }
 
 // Account is one Cloud API business phone number wamux sends through.
 type Account struct {

@@ -246,21 +246,27 @@ func TestNewValidatesConfig(t *testing.T) {
 	t.Parallel()
 	ok := Config{GatewayURL: "http://127.0.0.1:1", APIKey: "k", AccountID: "a", SpoolDir: t.TempDir()}
 	for name, change := range map[string]func(*Config){
-		"no url":          func(c *Config) { c.GatewayURL = "" },
-		"relative url":    func(c *Config) { c.GatewayURL = "/v1" },
-		"ftp url":         func(c *Config) { c.GatewayURL = "ftp://host" },
-		"url with user":   func(c *Config) { c.GatewayURL = "http://user:pw@host" },
-		"url with query":  func(c *Config) { c.GatewayURL = "http://host/?key=x" },
-		"no key":          func(c *Config) { c.APIKey = "" },
-		"key with space":  func(c *Config) { c.APIKey = "a b" },
-		"key with CRLF":   func(c *Config) { c.APIKey = "a\r\nX-Evil: 1" },
-		"no account":      func(c *Config) { c.AccountID = "" },
-		"no spool":        func(c *Config) { c.SpoolDir = "" },
-		"negative flush":  func(c *Config) { c.FlushInterval = -1 },
-		"negative lru":    func(c *Config) { c.LRUSize = -1 },
-		"batch too large": func(c *Config) { c.MaxBatch = MaxBatchLimit + 1 },
-		"events > batch":  func(c *Config) { c.FlushEvents, c.MaxBatch = 100, 10 },
-		"cap below base":  func(c *Config) { c.BackoffBase, c.BackoffCap = time.Second, time.Millisecond },
+		"no url":         func(c *Config) { c.GatewayURL = "" },
+		"relative url":   func(c *Config) { c.GatewayURL = "/v1" },
+		"ftp url":        func(c *Config) { c.GatewayURL = "ftp://host" },
+		"url with user":  func(c *Config) { c.GatewayURL = "http://user:pw@host" },
+		"url with query": func(c *Config) { c.GatewayURL = "http://host/?key=x" },
+		"no key":         func(c *Config) { c.APIKey = "" },
+		"key with space": func(c *Config) { c.APIKey = "a b" },
+		"key with CRLF":  func(c *Config) { c.APIKey = "a\r\nX-Evil: 1" },
+		"no account":     func(c *Config) { c.AccountID = "" },
+		// Ids the gateway gives no account: every batch would be refused
+		// and dead-lettered.
+		"account with space":     func(c *Config) { c.AccountID = "acme 1" },
+		"account too long":       func(c *Config) { c.AccountID = strings.Repeat("a", 65) },
+		"account with slash":     func(c *Config) { c.AccountID = "acme/1" },
+		"account with dot first": func(c *Config) { c.AccountID = ".acme" },
+		"no spool":               func(c *Config) { c.SpoolDir = "" },
+		"negative flush":         func(c *Config) { c.FlushInterval = -1 },
+		"negative lru":           func(c *Config) { c.LRUSize = -1 },
+		"batch too large":        func(c *Config) { c.MaxBatch = MaxBatchLimit + 1 },
+		"events > batch":         func(c *Config) { c.FlushEvents, c.MaxBatch = 100, 10 },
+		"cap below base":         func(c *Config) { c.BackoffBase, c.BackoffCap = time.Second, time.Millisecond },
 	} {
 		cfg := ok
 		change(&cfg)

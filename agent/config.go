@@ -30,8 +30,9 @@ const (
 // other fields); real wamids need a hundred bytes.
 const MaxBatchLimit = 1000
 
-// MaxAccountIDLen bounds the account id, which every request carries once.
-const MaxAccountIDLen = 256
+// MaxAccountIDLen bounds the account id, which every request carries
+// once: the gateway's bound (wamux.ValidAccountID).
+const MaxAccountIDLen = wamux.MaxAccountIDLen
 
 // Config configures an Agent. GatewayURL, APIKey, AccountID and SpoolDir are
 // required; every other zero field takes its default.
@@ -101,8 +102,10 @@ func (cfg Config) withDefaults() (Config, error) {
 		// the header later.
 		return cfg, wamux.Errorf(wamux.EInvalid, "agent: APIKey must not contain spaces or control characters")
 	}
-	if cfg.AccountID == "" || len(cfg.AccountID) > MaxAccountIDLen {
-		return cfg, wamux.Errorf(wamux.EInvalid, "agent: AccountID must have 1 to %d bytes", MaxAccountIDLen)
+	if !wamux.ValidAccountID(cfg.AccountID) {
+		// The gateway refuses a batch for any other id: each would be
+		// dead-lettered.
+		return cfg, wamux.Errorf(wamux.EInvalid, "agent: AccountID must be an account's id: 1 to %d letters, digits, '_', '-' or '.', starting with a letter or digit", MaxAccountIDLen)
 	}
 	if cfg.SpoolDir == "" {
 		return cfg, wamux.Errorf(wamux.EInvalid, "agent: SpoolDir is required")

@@ -26,8 +26,7 @@ const (
 )
 
 var (
-	accountIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
-	digitsPattern    = regexp.MustCompile(`^[0-9]{1,32}$`)
+	digitsPattern = regexp.MustCompile(`^[0-9]{1,32}$`)
 	// bearerTokenPattern is RFC 6750's b64token: the token goes out in
 	// "Authorization: Bearer <token>", where a control character makes
 	// net/http refuse the request and other bytes are no token Meta issues.
@@ -142,7 +141,7 @@ func (req createAccountRequest) validate() (wamux.Account, error) {
 	switch {
 	case req.ID == "":
 		return a, wamux.Errorf(wamux.EInvalid, "id is required")
-	case !accountIDPattern.MatchString(req.ID):
+	case !wamux.ValidAccountID(req.ID):
 		return a, wamux.Errorf(wamux.EInvalid, "id must be 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit")
 	case req.PhoneNumberID == "":
 		return a, wamux.Errorf(wamux.EInvalid, "phone_number_id is required")

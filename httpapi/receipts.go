@@ -47,7 +47,7 @@ func (s *Server) handleReceiptsBatch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, wamux.Errorf(wamux.EInvalid, "account_id is required"))
 		return
 	}
-	if !accountIDPattern.MatchString(req.AccountID) {
+	if !wamux.ValidAccountID(req.AccountID) {
 		// Not looked up, and not quoted back: it may be megabytes long.
 		writeError(w, r, wamux.Errorf(wamux.EInvalid, "account_id must be an account's id: 1-64 letters, digits, '_', '-' or '.'"))
 		return
