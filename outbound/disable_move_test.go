@@ -3,6 +3,7 @@ package outbound_test
 import (
 	"context"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -445,5 +446,70 @@ func TestFailedMoveWriteKeepsRecipientOrder(t *testing.T) {
 	})
 	if got := simOrder(e, to); !slices.Equal(got, []string{"m1", "m2", "m3"}) {
 		t.Fatalf("sent in the order %v, want [m1 m2 m3]", got)
+	}
+}
+
+// gatedInsert holds the next InsertMessages, once armed, until released:
+// a Submit caught between routing and handing its messages over.
+type gatedInsert struct {
+	store.Store
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedInsert) wrap(st store.Store) store.Store { g.Store = st; return g }
+
+func (g *gatedInsert) InsertMessages(ctx context.Context, msgs []wamux.Message) ([]store.InsertResult, error) {
+	if g.armed.CompareAndSwap(true, false) {
+		close(g.entered)
+		<-g.release
+	}
+	return g.Store.InsertMessages(ctx, msgs)
+}
+
+// TestEvacuationWaitsForMessageInTransit: a routed message is on its way
+// to its disabled owner (routed, not yet in the worker's inbox) when
+// another account becomes usable. The evacuation must not move the
+// recipient's queued messages and owner without it: the message would land
+// behind them on the disabled account, and the recipient's next message
+// could reach the new owner first. Once it has arrived, all of them move,
+// in order.
+func TestEvacuationWaitsForMessageInTransit(t *testing.T) {
+	clk := newFakeClock()
+	g := &gatedInsert{entered: make(chan struct{}), release: make(chan struct{})}
+	e := newEnv(t, envOpts{clock: clk, wrapStore: g.wrap})
+	to := "15558900001"
+	m1 := textMsg(t, outbound.Request{MsgID: "m1", To: to})
+	m2 := textMsg(t, outbound.Request{MsgID: "m2", To: to})
+	m3 := textMsg(t, outbound.Request{MsgID: "m3", To: to})
+	queuedOnPausedPool(t, e, clk, m1)
+	setState(t, e, "a", wamux.AccountDisabled) // b still cools down: nowhere to go
+	g.armed.Store(true)
+	submitted := make(chan []outbound.SubmitResult, 1)
+	go func() {
+		res, _ := e.d.Submit(context.Background(), []wamux.Message{m2})
+		submitted <- res
+	}()
+	<-g.entered // m2 is routed to a (nobody better) and held before its insert
+	setState(t, e, "b", wamux.AccountActive)
+	e.d.EvacuateNow("a")
+	if o := e.owner(to); o != "a" {
+		t.Fatalf("the recipient moved to %s while its message was on its way to a", o)
+	}
+	if acc := e.message(m1.ID).AccountID; acc != "a" {
+		t.Fatalf("m1 moved to %s while m2 was on its way to a", acc)
+	}
+	close(g.release)
+	if res := <-submitted; len(res) != 1 || res[0].Err != nil || res[0].Message.AccountID != "a" {
+		t.Fatalf("m2's submit: %+v, want routed to a", res)
+	}
+	e.submit(m3)
+	waitFor(t, "all accepted", 10*time.Second, func() bool {
+		return e.status(m1.ID) == wamux.StatusAccepted && e.status(m2.ID) == wamux.StatusAccepted &&
+			e.status(m3.ID) == wamux.StatusAccepted
+	})
+	if got := sentFrom(e, "8102", to); !slices.Equal(got, []string{"m1", "m2", "m3"}) {
+		t.Fatalf("b sent %v, want [m1 m2 m3]", got)
 	}
 }

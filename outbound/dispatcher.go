@@ -71,6 +71,10 @@ type Dispatcher struct {
 	maxIn    int
 
 	routeMu sync.Mutex // one routing decision at a time: first messages to one recipient agree
+	// transit counts, per recipient, the messages routed by a Submit that
+	// has not yet handed them to their worker (guarded by routeMu): an
+	// evacuation must not move the recipient meanwhile (rehome).
+	transit map[string]int
 
 	progress atomic.Pointer[ReceiptProgress]
 
@@ -125,6 +129,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		maxIn:    cfg.MaxInflight,
 		workers:  make(map[string]*worker),
 		accounts: make(map[string]wamux.Account),
+		transit:  make(map[string]int),
 	}
 	if err := cfg.Registry.Register(newLimitCollector(d)); err != nil {
 		return nil, fmt.Errorf("register outbound metrics: %w", err)
@@ -363,6 +368,8 @@ func (d *Dispatcher) Submit(ctx context.Context, msgs []wamux.Message) ([]Submit
 	var idx []int
 	planned := map[string]int{}      // messages of this batch per account, not yet charged
 	routedIDs := map[string]string{} // msg_id → account, for repeats inside the batch
+	var routedTo []string            // recipients of the messages route counted in transit
+	defer func() { d.arrived(routedTo) }()
 	stored, lookupErr := d.storedForRouting(ctx, msgs)
 	for i, m := range msgs {
 		if m.AccountID != "" {
@@ -389,6 +396,7 @@ func (d *Dispatcher) Submit(ctx context.Context, msgs []wamux.Message) ([]Submit
 				results[i].Err = err
 				continue
 			}
+			routedTo = append(routedTo, m.To)
 			routed.AccountID = acc
 			routedIDs[m.ID] = acc
 		}
@@ -427,6 +435,25 @@ func (d *Dispatcher) Submit(ctx context.Context, msgs []wamux.Message) ([]Submit
 		}
 	}
 	return results, nil
+}
+
+// arrived ends the transit of routed messages (route counted them): they
+// are in their worker's inbox, or were not stored. A disabled account's
+// evacuation that skipped their recipients meanwhile looks again.
+func (d *Dispatcher) arrived(tos []string) {
+	if len(tos) == 0 {
+		return
+	}
+	d.routeMu.Lock()
+	for _, to := range tos {
+		if d.transit[to]--; d.transit[to] <= 0 {
+			delete(d.transit, to)
+		}
+	}
+	d.routeMu.Unlock()
+	d.mu.Lock()
+	d.wakeDisabled()
+	d.mu.Unlock()
 }
 
 // storedForRouting looks up, in one store read for the whole batch, the

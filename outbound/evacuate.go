@@ -140,6 +140,13 @@ func (w *worker) scanMovable() []string {
 func (d *Dispatcher) rehome(ctx context.Context, to, from string, planned map[string]int) rehomeOutcome {
 	d.routeMu.Lock()
 	defer d.routeMu.Unlock()
+	if d.transit[to] > 0 {
+		// A message routed to the recipient is on its way to an inbox
+		// (perhaps from's): moving the rest now would leave it behind
+		// them, and the recipient's next message could pass it. Its
+		// arrival wakes the evacuator again.
+		return rehomeFailed
+	}
 	// Store calls outlive Stop: an owner left unrecorded after its
 	// messages moved would send the recipient's next message elsewhere.
 	sctx, cancel := bg()

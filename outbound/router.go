@@ -29,9 +29,14 @@ func (d *Dispatcher) usable(a wamux.Account) bool {
 // planned counts the messages already given to each account earlier in the
 // same batch: they take tokens as soon as they reach the worker, so they
 // are counted against the account now.
-func (d *Dispatcher) route(ctx context.Context, to string, planned map[string]int) (string, error) {
+func (d *Dispatcher) route(ctx context.Context, to string, planned map[string]int) (acc string, err error) {
 	d.routeMu.Lock()
 	defer d.routeMu.Unlock()
+	defer func() {
+		if err == nil {
+			d.transit[to]++ // until Submit hands it over (arrived)
+		}
+	}()
 	owner, err := d.ownerOf(ctx, to)
 	if err != nil {
 		return "", err
