@@ -246,15 +246,17 @@ func TestNewValidatesConfig(t *testing.T) {
 	t.Parallel()
 	ok := Config{GatewayURL: "http://127.0.0.1:1", APIKey: "k", AccountID: "a", SpoolDir: t.TempDir()}
 	for name, change := range map[string]func(*Config){
-		"no url":         func(c *Config) { c.GatewayURL = "" },
-		"relative url":   func(c *Config) { c.GatewayURL = "/v1" },
-		"ftp url":        func(c *Config) { c.GatewayURL = "ftp://host" },
-		"url with user":  func(c *Config) { c.GatewayURL = "http://user:pw@host" },
-		"url with query": func(c *Config) { c.GatewayURL = "http://host/?key=x" },
-		"no key":         func(c *Config) { c.APIKey = "" },
-		"key with space": func(c *Config) { c.APIKey = "a b" },
-		"key with CRLF":  func(c *Config) { c.APIKey = "a\r\nX-Evil: 1" },
-		"no account":     func(c *Config) { c.AccountID = "" },
+		"no url":          func(c *Config) { c.GatewayURL = "" },
+		"relative url":    func(c *Config) { c.GatewayURL = "/v1" },
+		"ftp url":         func(c *Config) { c.GatewayURL = "ftp://host" },
+		"url with user":   func(c *Config) { c.GatewayURL = "http://user:pw@host" },
+		"url with query":  func(c *Config) { c.GatewayURL = "http://host/?key=x" },
+		"url with bare ?": func(c *Config) { c.GatewayURL = "http://host/?" },
+		"url with bare #": func(c *Config) { c.GatewayURL = "http://host/#" },
+		"no key":          func(c *Config) { c.APIKey = "" },
+		"key with space":  func(c *Config) { c.APIKey = "a b" },
+		"key with CRLF":   func(c *Config) { c.APIKey = "a\r\nX-Evil: 1" },
+		"no account":      func(c *Config) { c.AccountID = "" },
 		// Ids the gateway gives no account: every batch would be refused
 		// and dead-lettered.
 		"account with space":     func(c *Config) { c.AccountID = "acme 1" },

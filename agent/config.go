@@ -159,7 +159,9 @@ func validateGatewayURL(s string) error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return wamux.Errorf(wamux.EInvalid, "agent: GatewayURL must be an absolute http or https URL")
 	}
-	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+	// A bare "?" or "#" parses to an empty query or fragment, but the
+	// batch path appended after it would land in it.
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" || strings.ContainsAny(s, "?#") {
 		return wamux.Errorf(wamux.EInvalid, "agent: GatewayURL must not carry credentials, a query or a fragment")
 	}
 	return nil
