@@ -75,6 +75,9 @@ type Dispatcher struct {
 	// has not yet handed them to their worker (guarded by routeMu): an
 	// evacuation must not move the recipient meanwhile (rehome).
 	transit map[string]int
+	// held lists recipients an evacuation skipped for a message in
+	// transit (guarded by routeMu): their arrival wakes the evacuators.
+	held map[string]bool
 
 	progress atomic.Pointer[ReceiptProgress]
 
@@ -130,6 +133,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		workers:  make(map[string]*worker),
 		accounts: make(map[string]wamux.Account),
 		transit:  make(map[string]int),
+		held:     make(map[string]bool),
 	}
 	if err := cfg.Registry.Register(newLimitCollector(d)); err != nil {
 		return nil, fmt.Errorf("register outbound metrics: %w", err)
@@ -438,22 +442,30 @@ func (d *Dispatcher) Submit(ctx context.Context, msgs []wamux.Message) ([]Submit
 }
 
 // arrived ends the transit of routed messages (route counted them): they
-// are in their worker's inbox, or were not stored. A disabled account's
-// evacuation that skipped their recipients meanwhile looks again.
+// are in their worker's inbox, or were not stored. When an evacuation
+// skipped one of their recipients meanwhile, the evacuators look again;
+// otherwise nothing is woken (a Submit does not rescan disabled accounts).
 func (d *Dispatcher) arrived(tos []string) {
 	if len(tos) == 0 {
 		return
 	}
+	wake := false
 	d.routeMu.Lock()
 	for _, to := range tos {
 		if d.transit[to]--; d.transit[to] <= 0 {
 			delete(d.transit, to)
+			if d.held[to] {
+				delete(d.held, to)
+				wake = true
+			}
 		}
 	}
 	d.routeMu.Unlock()
-	d.mu.Lock()
-	d.wakeDisabled()
-	d.mu.Unlock()
+	if wake {
+		d.mu.Lock()
+		d.wakeDisabled()
+		d.mu.Unlock()
+	}
 }
 
 // storedForRouting looks up, in one store read for the whole batch, the

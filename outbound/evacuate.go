@@ -145,6 +145,7 @@ func (d *Dispatcher) rehome(ctx context.Context, to, from string, planned map[st
 		// (perhaps from's): moving the rest now would leave it behind
 		// them, and the recipient's next message could pass it. Its
 		// arrival wakes the evacuator again.
+		d.held[to] = true
 		return rehomeFailed
 	}
 	// Store calls outlive Stop: an owner left unrecorded after its
