@@ -146,8 +146,8 @@ func (a *Agent) markAcked(log *slog.Logger, recs []record) {
 }
 
 // rejectedReceipt reads which receipt of an n-receipt batch a 400 refused,
-// from the gateway's message ("receipts[3]: …" when the handler refused
-// it, "… receipt 3: …" when the pipeline did). A 400 that names none (an
+// from the gateway's message ("receipts[3]: …"; gateways before
+// 2026-12-02 said "… receipt 3: …" when the pipeline refused it). A 400 that names none (an
 // unknown account, a bad body) concerns the whole batch.
 func rejectedReceipt(at attempt, n int) (int, bool) {
 	if at.status != http.StatusBadRequest {

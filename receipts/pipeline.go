@@ -463,7 +463,7 @@ func (p *Pipeline) Ingest(ctx context.Context, source string, rs []wamux.Receipt
 			r.ReceivedAt = now
 		}
 		if err := Normalize(&r); err != nil {
-			return IngestResult{}, wamux.Errorf(wamux.EInvalid, "receipt %d: %s", i, wamux.ErrorMessage(err))
+			return IngestResult{}, wamux.Errorf(wamux.EInvalid, "receipts[%d]: %s", i, wamux.ErrorMessage(err))
 		}
 		norm[i] = r
 	}
