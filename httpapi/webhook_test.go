@@ -44,9 +44,9 @@ func newReceiptBundle(t *testing.T) *receiptBundle {
 	return b
 }
 
-// newReceiptServer starts the bundle, with the runtime settings (the
-// store's, wired to the pipeline and /v1/config) when withSettings.
-func newReceiptServer(t *testing.T, withSettings bool) (*receiptBundle, *settings.Manager) {
+// openAccountStore opens a fresh SQLite store holding account acc1 (the
+// webhook's phone number) and a debug logger writing JSON into logs.
+func openAccountStore(t *testing.T) (*sqlite.Store, *syncBuffer, *slog.Logger) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "wamux.db"), sqlite.Options{})
@@ -60,8 +60,18 @@ func newReceiptServer(t *testing.T, withSettings bool) (*receiptBundle, *setting
 	}
 	logs := &syncBuffer{}
 	log := slog.New(httpapi.WithRequestIDs(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	return st, logs, log
+}
+
+// newReceiptServer starts the bundle, with the runtime settings (the
+// store's, wired to the pipeline and /v1/config) when withSettings.
+func newReceiptServer(t *testing.T, withSettings bool) (*receiptBundle, *settings.Manager) {
+	t.Helper()
+	ctx := context.Background()
+	st, logs, log := openAccountStore(t)
 	var set *settings.Manager
 	if withSettings {
+		var err error
 		if set, err = settings.Load(ctx, st, log); err != nil {
 			t.Fatal(err)
 		}
