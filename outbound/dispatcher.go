@@ -78,6 +78,9 @@ type Dispatcher struct {
 	// held lists recipients an evacuation skipped for a message in
 	// transit (guarded by routeMu): their arrival wakes the evacuators.
 	held map[string]bool
+	// owed holds owner changes whose store write failed after the
+	// recipient's messages had moved (guarded by routeMu): see recordOwner.
+	owed map[string]owedOwner
 
 	progress atomic.Pointer[ReceiptProgress]
 
@@ -134,6 +137,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		accounts: make(map[string]wamux.Account),
 		transit:  make(map[string]int),
 		held:     make(map[string]bool),
+		owed:     make(map[string]owedOwner),
 	}
 	if err := cfg.Registry.Register(newLimitCollector(d)); err != nil {
 		return nil, fmt.Errorf("register outbound metrics: %w", err)
@@ -167,6 +171,10 @@ func (d *Dispatcher) settingsChanged(old, next settings.Values) {
 // that process died: their outcome is unknown, so they go to compensation,
 // never straight to a resend.
 func (d *Dispatcher) Start(ctx context.Context) error {
+	// routeMu before mu, as route takes them: no recipient is routed
+	// before repairOwners has run.
+	d.routeMu.Lock()
+	defer d.routeMu.Unlock()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.running {
@@ -199,7 +207,56 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := d.repairOwners(ctx); err != nil {
+		d.cancel()
+		return err
+	}
 	d.running = true
+	return nil
+}
+
+// repairOwners makes the account holding a recipient's routed messages its
+// owner where the store says otherwise. A recipient that moves has its
+// messages stored under the new account first and its owner after
+// (recordOwner); a process that died in between, or whose owner write kept
+// failing, left the old owner recorded, and the recipient's next message
+// would go out from there before the moved ones. A recipient whose routed
+// messages are spread over several accounts (a failed move that could not
+// be undone) is left as it is and logged. The caller holds routeMu and mu,
+// and the workers have restored their queues.
+func (d *Dispatcher) repairOwners(ctx context.Context) error {
+	places := map[string][]string{} // recipient → accounts holding its routed messages
+	for id, w := range d.workers {
+		for _, to := range w.restoredTos {
+			places[to] = append(places[to], id)
+		}
+		w.restoredTos = nil
+	}
+	tos := make([]string, 0, len(places))
+	for to := range places {
+		tos = append(tos, to)
+	}
+	sort.Strings(tos)
+	for _, to := range tos {
+		accs := places[to]
+		if len(accs) > 1 {
+			sort.Strings(accs)
+			d.log.Warn("a recipient's queued messages are on several accounts; each sends its own", "accounts", accs)
+			continue
+		}
+		owner, err := d.ownerOf(ctx, to)
+		if err != nil {
+			return err
+		}
+		if owner == accs[0] {
+			continue
+		}
+		if err := d.store.SetOwner(ctx, to, accs[0], "restored"); err != nil {
+			return fmt.Errorf("outbound: repair the owner of a recipient: %w", err)
+		}
+		d.metrics.reroutes.WithLabelValues("restored").Inc()
+		d.log.Warn("recipient's owner set to the account holding its queued messages", "account_id", accs[0], "previous_owner", owner)
+	}
 	return nil
 }
 
@@ -633,13 +690,13 @@ func (d *Dispatcher) receiptProgress() ReceiptProgress {
 }
 
 // Kick wakes every worker to look at its queues and timers now, and every
-// disabled account's evacuator to look for recipients to move; tests that
-// move an injected clock call it.
+// evacuator to write owed owners and, on a disabled account, to look for
+// recipients to move; tests that move an injected clock call it.
 func (d *Dispatcher) Kick() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, w := range d.workers {
 		w.kick()
+		w.requestEvacuation()
 	}
-	d.wakeDisabled()
 }

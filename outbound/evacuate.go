@@ -9,7 +9,8 @@ import (
 )
 
 // evacRetry is how long a disabled account waits before trying again to
-// move recipients a store failure kept there.
+// move recipients a store failure kept there, and an evacuator before
+// writing owed owners again.
 const evacRetry = 5 * time.Second
 
 // A disabled account's routed recipients move to the rest of the pool, with
@@ -24,7 +25,10 @@ const evacRetry = 5 * time.Second
 // cooldown that left it nowhere to go ends. A recipient
 // moves only as moveRecipient allows: never with a message in flight or of
 // unknown outcome (whose resend must come from this number), nor with one
-// whose account the client chose; those wait here.
+// whose account the client chose; those wait here. Every evacuator, on an
+// active account too, first writes the owners whose store write failed
+// after their recipient moved (recordOwner), and looks again after
+// evacRetry while some are still owed.
 
 // requestEvacuation wakes the account's evacuator; requests coalesce.
 func (w *worker) requestEvacuation() {
@@ -72,7 +76,11 @@ const (
 // cooling down, when that cooldown ends (it ends in the limiter alone, and
 // nothing else would wake the evacuator then).
 func (d *Dispatcher) evacuate(ctx context.Context, w *worker) time.Duration {
+	owed := d.writeOwed()
 	if w.snapshotAccount().State != wamux.AccountDisabled {
+		if owed {
+			return evacRetry
+		}
 		return 0
 	}
 	planned := map[string]int{}
@@ -93,10 +101,24 @@ func (d *Dispatcher) evacuate(ctx context.Context, w *worker) time.Duration {
 			wait = max(until.Sub(d.clock.Now()), time.Second)
 		}
 	}
-	if failed && (wait == 0 || wait > evacRetry) {
+	if (failed || owed) && (wait == 0 || wait > evacRetry) {
 		wait = evacRetry
 	}
 	return wait
+}
+
+// writeOwed writes the owners recordOwner could not store and reports
+// whether some are still owed.
+func (d *Dispatcher) writeOwed() bool {
+	d.routeMu.Lock()
+	defer d.routeMu.Unlock()
+	if len(d.owed) == 0 {
+		return false
+	}
+	ctx, cancel := bg()
+	defer cancel()
+	d.flushOwed(ctx)
+	return len(d.owed) > 0
 }
 
 // movableRecipients asks the worker's run goroutine, which owns the
@@ -174,11 +196,13 @@ func (d *Dispatcher) rehome(ctx context.Context, to, from string, planned map[st
 	moved, all := d.moveRecipient(ctx, to, from, dest)
 	planned[dest] += moved
 	if moved > 0 && dest != owner {
-		if err := d.store.SetOwner(sctx, to, dest, "account_disabled"); err != nil {
-			d.log.Error("record the owner of a recipient moved off a disabled account", "account_id", from, "to_account", dest, "err", err)
+		// recordOwner keeps the owner in memory when the write fails
+		// (the messages are on dest now); the retry pass writes it.
+		_ = d.recordOwner(sctx, to, dest, "account_disabled", moved)
+		d.metrics.reroutes.WithLabelValues("account_disabled").Inc()
+		if _, owed := d.owed[to]; owed {
 			return rehomeFailed
 		}
-		d.metrics.reroutes.WithLabelValues("account_disabled").Inc()
 	}
 	if !all && ctx.Err() == nil {
 		// A store write failed (nothing moved), or the recipient got a

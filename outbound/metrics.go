@@ -92,7 +92,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.002, 2, 16),
 		}, []string{"priority"}),
 		reroutes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "wamux_recipient_reroutes_total", Help: "Recipients assigned to an account, by reason (first, owner_unavailable, account_disabled).",
+			Name: "wamux_recipient_reroutes_total", Help: "Recipients assigned to an account, by reason (first, owner_unavailable, account_disabled, restored).",
 		}, []string{"reason"}),
 		unknownOutcomes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "wamux_unknown_outcomes", Help: "Messages whose provider outcome is unknown, waiting for compensation, by account.",

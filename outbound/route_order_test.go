@@ -44,11 +44,18 @@ func coolDown(t *testing.T, e *env, id string, until time.Time) {
 // rate limit): a cools down with the message queued on it.
 func spamCooledOwner(t *testing.T, to, numberA, numberB string) (*env, *fakeClock, wamux.Message) {
 	t.Helper()
+	return spamCooledOwnerOn(t, to, numberA, numberB, nil)
+}
+
+// spamCooledOwnerOn is spamCooledOwner with the dispatcher's store wrapped
+// by wrapStore (nil: none).
+func spamCooledOwnerOn(t *testing.T, to, numberA, numberB string, wrapStore func(store.Store) store.Store) (*env, *fakeClock, wamux.Message) {
+	t.Helper()
 	clk := newFakeClock()
 	sp, wrap := newScripted(map[string]cloudapi.Result{
 		to: {Outcome: cloudapi.Cooldown, Code: 131048, Delay: cloudapi.SpamCooldown, HTTPStatus: 400, Reason: "131048: spam rate limit"},
 	})
-	e := newEnv(t, envOpts{clock: clk, provider: wrap})
+	e := newEnv(t, envOpts{clock: clk, provider: wrap, wrapStore: wrapStore})
 	e.addAccount("a", numberA, 100, 10, sim.Limits{Rate: 1000})
 	e.addAccount("b", numberB, 100, 10, sim.Limits{Rate: 1000})
 	first := textMsg(t, outbound.Request{MsgID: "first", To: to})

@@ -57,24 +57,73 @@ func (d *Dispatcher) route(ctx context.Context, to string, planned map[string]in
 			return "", wamux.Errorf(wamux.EUnavailable, "no active account to send from; create one or re-enable one")
 		}
 	}
-	reason := "first"
+	reason, moved := "first", 0
 	if owner != "" {
-		if _, all := d.moveRecipient(ctx, to, owner, pick); !all {
+		var all bool
+		if moved, all = d.moveRecipient(ctx, to, owner, pick); !all {
 			// The recipient's messages on its owner must go out from
 			// there first: the new one queues behind them.
 			return owner, nil
 		}
 		reason = "owner_unavailable"
 	}
-	if err := d.store.SetOwner(ctx, to, pick, reason); err != nil {
+	if err := d.recordOwner(ctx, to, pick, reason, moved); err != nil {
 		return "", fmt.Errorf("outbound: record owner: %w", err)
 	}
 	d.metrics.reroutes.WithLabelValues(reason).Inc()
 	return pick, nil
 }
 
-// ownerOf is the recipient's owner, "" when it has none yet.
+// owedOwner is a recipient's owner that the store does not have yet.
+type owedOwner struct{ account, reason string }
+
+// recordOwner stores acc as the owner of recipient to, after moved of its
+// queued messages went over to acc. The caller holds routeMu. When the
+// write fails and nothing moved, the old owner still holds everything of
+// the recipient and the error is returned. When messages did move, the
+// recipient belongs to acc whatever the store says: were its next message
+// routed by the stale owner, it would go out from there before the moved
+// ones. So the owner is kept in memory (owed), answered by ownerOf, and
+// written again at the recipient's next routing and at every evacuation
+// pass until it lands; after a crash, Start finds it from where the
+// messages are (repairOwners).
+func (d *Dispatcher) recordOwner(ctx context.Context, to, acc, reason string, moved int) error {
+	err := d.store.SetOwner(ctx, to, acc, reason)
+	if err == nil {
+		delete(d.owed, to)
+		return nil
+	}
+	if moved == 0 {
+		return err
+	}
+	d.owed[to] = owedOwner{account: acc, reason: reason}
+	d.log.Error("record the owner of a recipient whose messages moved; kept in memory and retried", "to_account", acc, "reason", reason, "err", err)
+	if w, ok := d.worker(acc); ok {
+		w.requestEvacuation() // its evacuator writes owed owners until they land
+	}
+	return nil
+}
+
+// flushOwed writes again the owners recordOwner could not store. The
+// caller holds routeMu.
+func (d *Dispatcher) flushOwed(ctx context.Context) {
+	for to, o := range d.owed {
+		if err := d.store.SetOwner(ctx, to, o.account, o.reason); err != nil {
+			return // the store is still failing; try at the next pass
+		}
+		delete(d.owed, to)
+	}
+}
+
+// ownerOf is the recipient's owner, "" when it has none yet. The caller
+// holds routeMu.
 func (d *Dispatcher) ownerOf(ctx context.Context, to string) (string, error) {
+	if o, ok := d.owed[to]; ok {
+		if err := d.store.SetOwner(ctx, to, o.account, o.reason); err == nil {
+			delete(d.owed, to)
+		}
+		return o.account, nil
+	}
 	owner, err := d.store.GetOwner(ctx, to)
 	switch code := wamux.ErrorCode(err); {
 	case err == nil:

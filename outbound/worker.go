@@ -46,6 +46,10 @@ type worker struct {
 	calls    atomic.Int32
 	stopping bool
 	unknownN int // items whose last outcome is unknown (wamux_unknown_outcomes)
+
+	// restoredTos lists the recipients of the routed messages restore
+	// found, for Start's repairOwners (set before run starts).
+	restoredTos []string
 }
 
 // action is what the loop does with a recipient after an attempt.
@@ -180,6 +184,13 @@ func (w *worker) restore(ctx context.Context) error {
 		}
 	}
 	sortForQueue(queued)
+	seen := map[string]bool{}
+	for _, m := range queued {
+		if routed(m) && !seen[m.To] {
+			seen[m.To] = true
+			w.restoredTos = append(w.restoredTos, m.To)
+		}
+	}
 	now := w.d.clock.Now()
 	quiet := w.d.settings.Current().QuietPeriod
 	for _, m := range queued {
