@@ -294,7 +294,13 @@ func (w *worker) yieldRecipient(to, dest string) handoffResult {
 		m := it.msg
 		m.AccountID = dest
 		ctx, cancel := bg()
-		ok, err := w.d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: m.ID, From: []wamux.Status{wamux.StatusQueued},
+		from := []wamux.Status{wamux.StatusQueued}
+		if it.maybeSending {
+			// Its write marking it sending failed but may have
+			// committed; the provider was not called after it.
+			from = append(from, wamux.StatusSending)
+		}
+		ok, err := w.d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: m.ID, From: from,
 			Status: wamux.StatusQueued, AccountID: dest})
 		cancel()
 		if err != nil || !ok {
@@ -334,13 +340,15 @@ func (w *worker) unmove(its []*item) {
 
 // movable reports whether every message of a recipient waits in the queue
 // and may leave the account: none with the provider or of unknown outcome
-// (those are the head), none whose account the client chose.
+// (those are the head), none whose account the client chose. One whose
+// sending mark failed to be written (maybeSending) never reached the
+// provider, so it may move.
 func movable(r *recipient) bool {
 	if r.inflight {
 		return false
 	}
 	for _, it := range r.msgs {
-		if it.unknown || it.resend || it.maybeSending || !routed(it.msg) {
+		if it.unknown || it.resend || !routed(it.msg) {
 			return false
 		}
 	}

@@ -29,6 +29,16 @@ func backoff(base, ceiling time.Duration, n int) time.Duration {
 	return rand.N(d + 1)
 }
 
+// markedSending reports whether the store has the message in status
+// sending: a write marking it so committed although its caller got an
+// error. A failed read answers false (the attempt is counted again).
+func (w *worker) markedSending(msgID string) bool {
+	ctx, cancel := bg()
+	defer cancel()
+	m, err := w.d.store.GetMessage(ctx, msgID)
+	return err == nil && m.Status == wamux.StatusSending
+}
+
 // send makes one provider attempt for the head message of a recipient. The
 // message is recorded as sending before the call, so a crash during the
 // call leaves evidence that its outcome is unknown.
@@ -38,13 +48,18 @@ func (w *worker) send(it *item) (action, time.Duration) {
 	if it.resend {
 		from = []wamux.Status{wamux.StatusUnknown}
 	}
+	attempt := 1
 	if it.maybeSending {
 		// The last try of this write failed but may have committed; the
 		// provider was not called after it, so sending is ours to retry.
+		// Committed, it counted this attempt already.
 		from = append(from, wamux.StatusSending)
+		if w.markedSending(it.msg.ID) {
+			attempt = 0
+		}
 	}
 	ctx, cancel := bg()
-	ok, err := d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: it.msg.ID, From: from, Status: wamux.StatusSending, AttemptsDelta: 1})
+	ok, err := d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: it.msg.ID, From: from, Status: wamux.StatusSending, AttemptsDelta: attempt})
 	cancel()
 	if err != nil {
 		d.log.Error("store sending status", "account_id", w.id, "msg_id", it.msg.ID, "err", err)

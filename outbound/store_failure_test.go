@@ -3,6 +3,7 @@ package outbound_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -175,6 +176,41 @@ func TestSendingWriteCommittedDespiteError(t *testing.T) {
 	waitFor(t, "the message accepted", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
 	if st := e.sim.Stats().Totals; st.Requests != 1 || st.Duplicates != 0 {
 		t.Fatalf("provider saw %d requests, %d duplicates; want 1 and 0", st.Requests, st.Duplicates)
+	}
+	// One provider call, one attempt against max_attempts: the write that
+	// committed counted it, its retry must not count it again.
+	if got := e.message(m.ID).Attempts; got != 1 {
+		t.Fatalf("stored attempts %d, want 1", got)
+	}
+}
+
+// TestUnmarkedSendingMovesOffDisabledAccount: the write marking a routed
+// message sending committed but answered an error, so the message waits on
+// its account for a retry, never sent. When the account is disabled the
+// message must move with its recipient to the other account and go out
+// from there; it used to wait for the account to be enabled again.
+func TestUnmarkedSendingMovesOffDisabledAccount(t *testing.T) {
+	fs := &flakyStore{}
+	clk := newFakeClock() // frozen: the retry on a never comes due
+	e := newEnv(t, envOpts{clock: clk, wrapStore: fs.wrap})
+	e.addAccount("a", "9211", 100, 10, sim.Limits{Rate: 1000})
+	e.addAccount("b", "9212", 100, 10, sim.Limits{Rate: 1000})
+	fs.failNext(1, true, to(wamux.StatusSending))
+	to := "15559210001"
+	m := textMsg(t, outbound.Request{MsgID: "m", To: to})
+	if acc := e.submit(m)[0].Message.AccountID; acc != "a" {
+		t.Fatalf("routed to %s, want a (equal ratios, smallest id)", acc)
+	}
+	waitFor(t, "the sending write failed", 10*time.Second, func() bool {
+		return fs.failed.Load() == 1 && e.d.AttemptsRunning("a") == 0
+	})
+	setState(t, e, "a", wamux.AccountDisabled)
+	waitFor(t, "the message accepted", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
+	if got := sentFrom(e, "9212", to); !slices.Equal(got, []string{"m"}) {
+		t.Fatalf("b sent %v, want [m]", got)
+	}
+	if st := e.sim.Stats().Totals; st.Requests != 1 {
+		t.Fatalf("provider saw %d requests, want 1", st.Requests)
 	}
 }
 
