@@ -11,7 +11,7 @@ import (
 const (
 	RateDefault         = 80.0            // messages per second per number
 	PairIntervalDefault = 6 * time.Second // one message per 6 s per recipient
-	PairBurstDefault    = 45              // Meta allows bursts of up to 45
+	PairBurstDefault    = 45              // Meta allows bursts of up to 45 in 6 s
 	SlowDelayDefault    = 30 * time.Second
 	MaxRecordsDefault   = 1_000_000
 	MaxBodyBytes        = 1 << 20
@@ -44,8 +44,10 @@ type Limits struct {
 	Burst int `json:"burst,omitempty"`
 	// PairInterval is the sustained spacing of messages to one recipient.
 	PairInterval time.Duration `json:"pair_interval,omitempty"`
-	// PairBurst is how many messages to one recipient may come at once
-	// before 131056.
+	// PairBurst is how many messages to one recipient may come within 6 s
+	// before 131056. As with Meta, a burst borrows future quota: after a
+	// burst of n the recipient gets nothing more until n×PairInterval
+	// after the burst began.
 	PairBurst int `json:"pair_burst,omitempty"`
 }
 

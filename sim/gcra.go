@@ -2,11 +2,12 @@ package sim
 
 import "time"
 
-// gcra is a generic cell rate limiter: one int64 per key (the theoretical
-// arrival time) instead of a token count and a timestamp, which keeps the
-// per-recipient map small. It allows burst requests at once and then one
-// per interval, i.e. at most burst + T/interval in any window T — the same
-// bound as a token bucket of that rate and burst. Callers hold the lock.
+// gcra is a generic cell rate limiter for the per-number throughput: one
+// int64 (the theoretical arrival time) instead of a token count and a
+// timestamp. It allows burst requests at once and then one per interval,
+// i.e. at most burst + T/interval in any window T — the same bound as a
+// token bucket of that rate and burst. (The pair limit, whose bursts
+// borrow future quota, is pairLimit.) Callers hold the lock.
 type gcra struct {
 	interval int64 // ns between requests at the sustained rate
 	tau      int64 // how far ahead of now the TAT may run: (burst-1)·interval
@@ -31,7 +32,3 @@ func (g gcra) allow(tat, now int64) (int64, bool) {
 	}
 	return tat + g.interval, true
 }
-
-// idle reports whether a stored TAT no longer constrains anything, so the
-// key can be forgotten.
-func (g gcra) idle(tat, now int64) bool { return tat <= now }

@@ -48,15 +48,20 @@ func TestPairLimitPerRecipient(t *testing.T) {
 	if code, _, _ := h.send(num, token, text("15550002222", "")); code != 200 {
 		t.Fatalf("other recipient: %d", code)
 	}
-	h.clk.Advance(5 * time.Second)
+	// The burst of 3 borrowed 3 intervals: nothing more until 18 s.
+	h.clk.Advance(6 * time.Second)
 	if code, _, _ := h.send(num, token, text("15550001111", "")); code != 400 {
-		t.Fatalf("before the interval: %d", code)
+		t.Fatalf("one interval after the burst: %d", code)
+	}
+	h.clk.Advance(11 * time.Second)
+	if code, _, _ := h.send(num, token, text("15550001111", "")); code != 400 {
+		t.Fatalf("before the borrowed quota is repaid: %d", code)
 	}
 	h.clk.Advance(time.Second)
 	if code, _, _ := h.send(num, token, text("15550001111", "")); code != 200 {
-		t.Fatalf("after the interval: %d", code)
+		t.Fatalf("after the borrowed quota is repaid: %d", code)
 	}
-	if st := h.s.Stats().Numbers[num]; st.PairOverLimit != 2 || st.Accepted != 5 {
+	if st := h.s.Stats().Numbers[num]; st.PairOverLimit != 3 || st.Accepted != 5 {
 		t.Fatalf("stats %+v", st)
 	}
 }
@@ -79,5 +84,68 @@ func TestPerNumberLimitsOverrideDefaults(t *testing.T) {
 	}
 	if st.Numbers["a"].Limits.Burst != 1 || st.Numbers["b"].Limits.Burst != 1000 {
 		t.Fatalf("limits a %+v b %+v", st.Numbers["a"].Limits, st.Numbers["b"].Limits)
+	}
+}
+
+// Reference §3 (✅ [S3]): bursts of up to 45 messages to one user are
+// allowed but "borrow" future quota: after a burst of 20 the next message
+// to that user waits ~2 min (20 × 6 s). A limiter that lets the pair go on
+// sending once the burst is over (as a token bucket of 45 would) makes a
+// gateway that bursts, pauses and bursts again pass against the sim while
+// Meta would answer 131056.
+func TestPairBurstBorrowsFutureQuota(t *testing.T) {
+	h := start(t, sim.Config{})
+	to := "15550001111"
+	send := func() int {
+		t.Helper()
+		code, _, _ := h.send(num, token, text(to, ""))
+		return code
+	}
+	for i := range 20 {
+		if c := send(); c != 200 {
+			t.Fatalf("burst message %d: %d", i, c)
+		}
+	}
+	h.clk.Advance(7 * time.Second)
+	if c := send(); c != 400 {
+		t.Fatalf("7 s after a burst of 20: %d, want 131056 (the burst borrowed 2 min)", c)
+	}
+	h.clk.Advance(112 * time.Second) // 119 s after the burst
+	if c := send(); c != 400 {
+		t.Fatalf("119 s after a burst of 20: %d, want 131056", c)
+	}
+	h.clk.Advance(time.Second) // 120 s: the quota is repaid
+	if c := send(); c != 200 {
+		t.Fatalf("120 s after a burst of 20: %d", c)
+	}
+
+	// At the sustained pace of one per 6 s nothing is ever refused.
+	to = "15550002222"
+	h.clk.Advance(time.Hour)
+	for i := range 10 {
+		if c := send(); c != 200 {
+			t.Fatalf("paced message %d: %d", i, c)
+		}
+		h.clk.Advance(6 * time.Second)
+	}
+
+	// A burst of 45 at once is the most; it borrows 45 × 6 s = 270 s.
+	to = "15550003333"
+	h.clk.Advance(time.Hour)
+	for i := range 45 {
+		if c := send(); c != 200 {
+			t.Fatalf("burst message %d: %d", i, c)
+		}
+	}
+	if c := send(); c != 400 {
+		t.Fatalf("46th at once: %d", c)
+	}
+	h.clk.Advance(6 * time.Second)
+	if c := send(); c != 400 {
+		t.Fatalf("6 s after a burst of 45: %d, want 131056", c)
+	}
+	h.clk.Advance(264 * time.Second)
+	if c := send(); c != 200 {
+		t.Fatalf("270 s after a burst of 45: %d", c)
 	}
 }

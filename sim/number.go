@@ -18,7 +18,7 @@ type number struct {
 	waba    string
 	limits  Limits
 	rate    gcra
-	pair    gcra
+	pair    pairLimit
 
 	// faults and codes (its sorted code list) are guarded by mu, since
 	// SetFaults may change them while requests run.
@@ -26,8 +26,8 @@ type number struct {
 	codes  []int
 
 	mu    sync.Mutex
-	tat   int64            // throughput GCRA state
-	pairs map[string]int64 // pair GCRA state per recipient
+	tat   int64                // throughput GCRA state
+	pairs map[string]pairState // pair limit state per recipient
 	// pruneAt is the pairs size that triggers the next prune; doubling it
 	// keeps pruning amortised O(1) per send however many pairs are live.
 	pruneAt int
@@ -80,7 +80,7 @@ func newNumber(n Number, defaults Limits, faults Faults, seed uint64) *number {
 	nb := &number{
 		id: n.PhoneNumberID, token: n.AccessToken, display: display, waba: waba, limits: l,
 		rate: newGCRA(time.Duration(float64(time.Second)/l.Rate), l.Burst),
-		pair: newGCRA(l.PairInterval, l.PairBurst),
+		pair: newPairLimit(l.PairInterval, l.PairBurst),
 		rng:  rand.New(rand.NewPCG(seed, sum)),
 	}
 	if n.Faults != nil {
@@ -95,7 +95,7 @@ func newNumber(n Number, defaults Limits, faults Faults, seed uint64) *number {
 // owns nb exclusively).
 func (nb *number) resetLocked(seed uint64) {
 	nb.tat = 0
-	nb.pairs = make(map[string]int64)
+	nb.pairs = make(map[string]pairState)
 	nb.pruneAt = pruneFloor
 	h := fnv.New64a()
 	h.Write([]byte(nb.id))
@@ -145,8 +145,8 @@ func (nb *number) maybePruneLocked(now int64) {
 	if len(nb.pairs) < nb.pruneAt {
 		return
 	}
-	for k, tat := range nb.pairs {
-		if nb.pair.idle(tat, now) {
+	for k, ps := range nb.pairs {
+		if nb.pair.idle(ps, now) {
 			delete(nb.pairs, k)
 		}
 	}

@@ -10,9 +10,9 @@ func TestPairStatePruned(t *testing.T) {
 	nb := newNumber(Number{PhoneNumberID: "n", AccessToken: "t"}, Limits{PairInterval: time.Second, PairBurst: 1}, Faults{}, 1)
 	now := int64(time.Hour)
 	for i := range pruneFloor - 1 {
-		nb.pairs[strconv.Itoa(i)] = now - 1 // idle: limits nothing any more
+		nb.pairs[strconv.Itoa(i)] = pairState{start: now - 2, tat: now - 1} // idle: limits nothing any more
 	}
-	nb.pairs["recent"] = now + int64(time.Second)
+	nb.pairs["recent"] = pairState{start: now, tat: now + int64(time.Second)}
 	nb.maybePruneLocked(now)
 	if len(nb.pairs) != 1 {
 		t.Fatalf("%d pairs left, want only the recent one", len(nb.pairs))

@@ -155,13 +155,13 @@ func (s *Server) decide(nb *number, req *sendRequest, apiErr *apiError, body []b
 	}
 	nb.tat = tat
 	to := waID(req.To)
-	ptat, ok := nb.pair.allow(nb.pairs[to], ns)
+	ps, ok := nb.pair.allow(nb.pairs[to], ns)
 	if !ok {
 		nb.st.pairOverLimit++
 		nb.st.rejected[131056]++
 		return Message{}, fault{latency: f.latency}, nil, nb.withRetryAfter(errPairLimit())
 	}
-	nb.pairs[to] = ptat
+	nb.pairs[to] = ps
 	nb.maybePruneLocked(ns)
 
 	f.slowAccept = nb.chance(fc.SlowAccept)
