@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
@@ -45,7 +46,8 @@ func (s *Server) plan(nb *number, m Message) []hookStatus {
 		offsets[i] = at
 	}
 	dues := append([]time.Duration(nil), offsets...)
-	if len(kinds) > 1 && nb.chance(fc.WebhookReorder) {
+	reorder := len(kinds) > 1 && nb.chance(fc.WebhookReorder)
+	if reorder {
 		nb.st.faults["webhook_reorder"]++
 		for i, j := 0, len(dues)-1; i < j; i, j = i+1, j-1 {
 			dues[i], dues[j] = dues[j], dues[i]
@@ -78,6 +80,11 @@ func (s *Server) plan(nb *number, m Message) []hookStatus {
 			nb.st.faults["webhook_duplicate"]++
 			out = append(out, hookStatus{due: wallNow.Add(dues[i] + nb.between(wc.Delay)), number: nb, status: st})
 		}
+	}
+	if reorder {
+		// Statuses due at the same instant (no delay) leave in the order
+		// they are queued: queue them reversed too.
+		slices.Reverse(out)
 	}
 	return out
 }

@@ -313,3 +313,24 @@ func TestWebhooksZeroDelayKeepOrder(t *testing.T) {
 		last[s.ID] = s.Status.Status
 	}
 }
+
+// With no delay every status is due at once; a reorder fault must still
+// reverse them (it is counted as done, so a gateway test relying on it
+// would otherwise believe it had met out-of-order statuses).
+func TestWebhooksZeroDelayReorder(t *testing.T) {
+	r := newReceiver(t, nil)
+	wh := hookConfig(r)
+	wh.Delay = sim.Range{}
+	wh.ReadProbability = 1
+	wh.Concurrency = 1
+	h := start(t, sim.Config{Webhooks: wh, Faults: sim.Faults{WebhookReorder: 1}})
+	h.send(num, token, text("15550001111", "m1"))
+	eventually(t, "3 webhooks", func() bool { return h.s.Stats().Webhooks.Delivered == 3 })
+	var order []string
+	for _, s := range statuses(t, r.all()) {
+		order = append(order, s.Status.Status)
+	}
+	if fmt.Sprint(order) != "[read delivered sent]" {
+		t.Fatalf("order %v with a reorder fault counted %d times", order, h.s.Stats().Numbers[num].Faults["webhook_reorder"])
+	}
+}
