@@ -186,3 +186,20 @@ func sendAndSettle(t *testing.T, h *harness, n, first int) {
 		return st.Pending == 0 && st.Delivered > 0
 	})
 }
+
+// Graph checks the access token before it looks the object up: a token no
+// number accepts is 190 (HTTP 401) whatever the phone_number_id, and only
+// a valid token on an id it cannot reach gets 100/33. A gateway whose
+// token and phone_number_id are both wrong must see the auth failure.
+func TestBadTokenOnUnknownNumberIs190(t *testing.T) {
+	h := start(t, sim.Config{})
+	if code, body, _ := h.send("999", "not-a-token", text("15550001111", "")); code != 401 || !contains(body, `"code":190`) {
+		t.Fatalf("bad token, unknown number: %d %s", code, body)
+	}
+	if code, body, _ := h.send("999", token, text("15550001111", "")); code != 400 || !contains(body, `"error_subcode":33`) {
+		t.Fatalf("valid token, unknown number: %d %s", code, body)
+	}
+	if got := h.s.Stats().UnknownNumber; got != 2 {
+		t.Fatalf("unknown_number %d, want 2", got)
+	}
+}

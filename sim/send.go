@@ -75,6 +75,11 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 	nb := s.number(id)
 	if nb == nil {
 		s.unknownNumber.Add(1)
+		// Graph validates the token before it looks the object up.
+		if !s.knownToken(token) {
+			errBadToken("Error validating access token: The session is invalid.").write(w)
+			return
+		}
 		errUnknownNumber(clip(id)).write(w)
 		return
 	}
@@ -112,6 +117,20 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 		}
 		writeAccepted(w, msg)
 	}
+}
+
+// knownToken reports whether any number accepts token: a valid token on
+// an id it cannot reach is 100/33, an invalid one 190.
+func (s *Server) knownToken(token string) bool {
+	s.numMu.RLock()
+	defer s.numMu.RUnlock()
+	known := false
+	for _, nb := range s.numbers {
+		if subtle.ConstantTimeCompare([]byte(token), []byte(nb.token)) == 1 {
+			known = true
+		}
+	}
+	return known
 }
 
 // decide does everything that needs the number's lock in one critical
