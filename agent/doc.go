@@ -52,7 +52,10 @@
 // A crash can leave the last record of a segment torn; the CRC and the
 // length tell it apart from a whole record, and it is skipped with a
 // warning. Such a record was never acknowledged to the caller: Report had
-// not returned. A whole record whose payload does not decode (written by
-// another version, say) is skipped alone, with an error in the log; the
-// records after it are read.
+// not returned. After a kill -9 a segment may hold records whose fsync
+// never ran; a new Agent fsyncs every segment it re-sends from before New
+// returns, since a Report repeating one of those records is dropped. A
+// whole record whose payload does not decode (written by another version,
+// say) is skipped alone, with an error in the log; the records after it
+// are read.
 package agent

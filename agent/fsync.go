@@ -5,6 +5,23 @@ import (
 	"os"
 )
 
+// fsyncFile makes f's data durable: (*os.File).Sync. Tests wrap it to see
+// which files the spool syncs.
+var fsyncFile = (*os.File).Sync
+
+// syncFile makes the file at path durable, whoever wrote it.
+func syncFile(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	err = fsyncFile(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 func writeFileSync(path string, data []byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {

@@ -131,7 +131,7 @@ func (s *spool) scan(seg *segment, visit func(record)) error {
 	if err != nil {
 		return fmt.Errorf("agent: read spool segment: %w", err)
 	}
-	off := 0
+	off, unacked := 0, false
 	for off < len(data) {
 		r, n, err := decodeRecord(data[off:])
 		if errors.Is(err, errBadContent) {
@@ -153,10 +153,21 @@ func (s *spool) scan(seg *segment, visit func(record)) error {
 		off += n
 		seg.last = r.Seq
 		if r.Seq > s.acked {
+			unacked = true
 			visit(r)
 		}
 	}
 	seg.size = int64(off)
+	if unacked {
+		// After a kill -9 the tail written before the crash is readable
+		// from the page cache but may never have been fsynced (its
+		// Reports had not returned). Its records are now sent, and a
+		// Report of one of them is dropped as a repeat, that is,
+		// acknowledged: it must survive a power loss from here on.
+		if err := syncFile(seg.path); err != nil {
+			return fmt.Errorf("agent: sync spool segment: %w", err)
+		}
+	}
 	return nil
 }
 

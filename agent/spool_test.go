@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 )
 
@@ -195,4 +196,48 @@ func TestAgentToleratesTornTail(t *testing.T) {
 	reportAll(t, b, more)
 	closeAgent(t, b)
 	g.wantStored(t, append(rs, more...))
+}
+
+// After a kill -9 the spool holds what the dead agent wrote, fsynced or
+// not: the page cache serves it all. Recovery replays those records and
+// the repeat filter counts them as reported, so a Report of one of them
+// returns nil at once; unless the spool makes them durable before New
+// returns, a power loss after that Report loses the receipt.
+func TestRecoverySyncsTheRecordsItReplays(t *testing.T) {
+	// Not parallel: it wraps the package's fsync.
+	var mu sync.Mutex
+	synced := map[string]int{}
+	orig := fsyncFile
+	fsyncFile = func(f *os.File) error {
+		mu.Lock()
+		synced[filepath.Base(f.Name())]++
+		mu.Unlock()
+		return orig(f)
+	}
+	t.Cleanup(func() { fsyncFile = orig })
+
+	dir := t.TempDir()
+	recs := spoolRecords(6)
+	acked, _ := encodeRecords(t, recs[:3])
+	unacked, _ := encodeRecords(t, recs[3:])
+	// Written without fsync, as the page cache shows a dead agent's writes.
+	for name, data := range map[string][]byte{
+		"00000000000000000001.seg": acked,
+		"00000000000000000004.seg": unacked,
+		ackFile:                    []byte("3\n"),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, visited := openTestSpool(t, dir)
+	defer s.close()
+	if !slices.Equal(visited, recs[3:]) {
+		t.Fatalf("recovered %v, want seqs 4…6", seqs(visited))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if synced["00000000000000000004.seg"] == 0 {
+		t.Errorf("the segment whose records were replayed was not fsynced by recovery (synced: %v)", synced)
+	}
 }
