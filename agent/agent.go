@@ -141,7 +141,9 @@ func (a *Agent) close(ctx context.Context) error {
 	}
 	a.cancel()
 	err := a.spool.close()
-	if !a.drained.Load() {
+	// The sender may stop on ctx before it looks at the spool, so ask the
+	// spool itself whether anything is left.
+	if !a.drained.Load() && a.spool.pending() {
 		cause := ctx.Err()
 		if cause == nil {
 			cause = errors.New("delivery stopped")

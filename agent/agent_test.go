@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -388,4 +389,25 @@ func (s *syncWriter) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.String()
+}
+
+// Close with a context that has already ended still tells the truth: when
+// everything was acknowledged, nothing stays in the spool and Close says
+// nothing is left (the sender used to stop on the context, at random,
+// before it looked, and Close then claimed receipts were left).
+func TestCloseCanceledAfterEverythingAckedIsClean(t *testing.T) {
+	t.Parallel()
+	g := newGateway(t)
+	for i := range 20 {
+		dir := t.TempDir()
+		a := newTestAgent(t, g, dir, nil)
+		if i%2 == 1 {
+			rs := testReceipts("acked"+strconv.Itoa(i), 3)
+			reportAll(t, a, rs)
+			waitFor(t, func() bool { return a.Stats().Acked == 3 })
+		}
+		if err := a.Close(canceledContext()); err != nil {
+			t.Fatalf("agent %d: Close with a canceled context after everything was acked = %v, want nil", i, err)
+		}
+	}
 }

@@ -234,6 +234,18 @@ func (s *spool) prune() error {
 	return errors.Join(errs...)
 }
 
+// pending reports whether a durable record is not acknowledged yet.
+func (s *spool) pending() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, seg := range s.segs {
+		if seg.last > s.acked {
+			return true
+		}
+	}
+	return false
+}
+
 // closeIntake stops new appends and waits until those already queued are
 // written.
 func (s *spool) closeIntake() {
