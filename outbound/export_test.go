@@ -24,3 +24,22 @@ func (d *Dispatcher) EvacuateNow(accountID string) time.Duration {
 	}
 	return d.evacuate(context.Background(), w)
 }
+
+// Settle returns once the account's worker has been round its loop twice
+// since the call: at least one whole pass (intake, dispatch) ran after
+// anything the caller did before it, such as moving a fake clock.
+func (d *Dispatcher) Settle(accountID string) {
+	w, ok := d.worker(accountID)
+	if !ok {
+		return
+	}
+	for range 2 {
+		reply := make(chan []string, 1)
+		select {
+		case w.scans <- reply:
+			<-reply
+		case <-w.exited:
+			return
+		}
+	}
+}

@@ -7,10 +7,11 @@ import (
 )
 
 // Pair limit defaults. The Cloud API allows one message per 6 s from one
-// business number to one user, and tolerates short bursts (up to 45) that
-// borrow from future quota. A burst of 3 lets a short exchange (template,
-// then a follow-up or two) go out at once while staying far from the point
-// where the provider answers 131056.
+// business number to one user, and tolerates bursts (up to 45 in 6 s) that
+// borrow from future quota: after a burst of n, nothing more to that user
+// until n×6 s after it began (reference §3). A burst of 3 lets a short
+// exchange (template, then a follow-up or two) go out at once while
+// staying far from the point where the provider answers 131056.
 const (
 	DefaultPairInterval = 6 * time.Second
 	DefaultPairBurst    = 3
@@ -26,33 +27,45 @@ type PairConfig struct {
 	Clock Clock
 	// Interval is the steady pace per pair; zero means DefaultPairInterval.
 	Interval time.Duration
-	// Burst is how many messages a quiet pair may send at once; zero means
-	// DefaultPairBurst.
+	// Burst is how many messages a quiet pair may send within one
+	// Interval; zero means DefaultPairBurst.
 	Burst int
 }
 
-// PairLimiter paces messages per (account, recipient) pair: at most Burst at
-// once, then one per Interval. A wait applies to that recipient only, so the
-// dispatcher can send to other recipients of the same account meanwhile.
+// PairLimiter paces messages per (account, recipient) pair as Meta's pair
+// rate limit does: every message borrows one Interval; a pair that owes
+// nothing (quiet) may start a burst of up to Burst messages within one
+// Interval of its first; once that burst is over, the pair sends nothing
+// until what it borrowed is repaid. A steady sender gets one message per
+// Interval. A token bucket of size Burst would not do: it lets a pair
+// burst, pause one Interval and send again, which the provider answers
+// with 131056 (a burst of 3 at 6 s means nothing more for 18 s). A wait
+// applies to that recipient only, so the dispatcher can send to other
+// recipients of the same account meanwhile.
 //
-// Memory stays bounded: a pair whose bucket has refilled is
-// indistinguishable from one never seen, so it is dropped. Sweeps run when
-// the map has doubled since the last one, which keeps their cost amortised
-// O(1) per call; the pairs left are those that sent within the last
-// Burst×Interval, at most rate×Burst×Interval per account.
+// Memory stays bounded: a pair that owes nothing is indistinguishable from
+// one never seen, so it is dropped. Sweeps run when the map has doubled
+// since the last one, which keeps their cost amortised O(1) per call; the
+// pairs left are those that sent within the last Burst×Interval, at most
+// rate×Burst×Interval per account.
 type PairLimiter struct {
 	clock Clock
 
 	mu       sync.Mutex
 	interval time.Duration
 	burst    int
-	// pairs holds each pair's theoretical arrival time (see gcra): when
-	// its bucket will be full again.
-	pairs   map[pairKey]time.Time
-	sweepAt int
+	pairs    map[pairKey]pairState
+	sweepAt  int
 }
 
 type pairKey struct{ account, recipient string }
+
+// pairState is a pair's debt: when its current burst began, when what it
+// borrowed is repaid, and whether the provider closed the burst (131056).
+type pairState struct {
+	start, repaid time.Time
+	closed        bool
+}
 
 // NewPairLimiter builds a pair limiter.
 func NewPairLimiter(cfg PairConfig) (*PairLimiter, error) {
@@ -72,7 +85,7 @@ func NewPairLimiter(cfg PairConfig) (*PairLimiter, error) {
 		clock:    cfg.Clock,
 		interval: cfg.Interval,
 		burst:    cfg.Burst,
-		pairs:    make(map[pairKey]time.Time),
+		pairs:    make(map[pairKey]pairState),
 		sweepAt:  minSweep,
 	}, nil
 }
@@ -88,8 +101,7 @@ func checkPairPolicy(interval time.Duration, burst int) error {
 }
 
 // SetPolicy changes the pace and burst for every pair, effective for the
-// next check. A pair's outstanding debt (time until its bucket is full) is
-// kept as it is.
+// next check. What a pair owes is kept as it is.
 func (p *PairLimiter) SetPolicy(interval time.Duration, burst int) error {
 	if err := checkPairPolicy(interval, burst); err != nil {
 		return fmt.Errorf("set pair policy: %w", err)
@@ -107,36 +119,39 @@ func (p *PairLimiter) Policy() (time.Duration, int) {
 	return p.interval, p.burst
 }
 
+// inBurst reports whether a pair that owes something may still add to its
+// burst: within one interval of the burst's start and below burst messages.
+func (p *PairLimiter) inBurst(s pairState, now time.Time) bool {
+	return !s.closed && now.Sub(s.start) < p.interval && s.repaid.Sub(s.start) < time.Duration(p.burst)*p.interval
+}
+
 // wait is how long until the pair may send one message. The caller holds p.mu.
 func (p *PairLimiter) wait(now time.Time, k pairKey) time.Duration {
-	tat, ok := p.pairs[k]
-	if !ok || !tat.After(now) {
+	s, ok := p.pairs[k]
+	if !ok || !s.repaid.After(now) || p.inBurst(s, now) {
 		return 0
 	}
-	allowAt := tat.Add(p.interval - time.Duration(p.burst)*p.interval)
-	if now.Before(allowAt) {
-		return allowAt.Sub(now)
-	}
-	return 0
+	return s.repaid.Sub(now)
 }
 
 // record counts one message for the pair, whether or not it was early. The
 // caller holds p.mu.
 func (p *PairLimiter) record(now time.Time, k pairKey) {
-	tat, ok := p.pairs[k]
-	if !ok || tat.Before(now) {
-		tat = now
+	s, ok := p.pairs[k]
+	if !ok || !s.repaid.After(now) {
+		s = pairState{start: now, repaid: now} // quiet: a new burst
 	}
-	p.pairs[k] = tat.Add(p.interval)
+	s.repaid = s.repaid.Add(p.interval)
+	p.pairs[k] = s
 	if len(p.pairs) >= p.sweepAt {
 		p.sweep(now)
 	}
 }
 
-// sweep drops pairs whose bucket is full again. The caller holds p.mu.
+// sweep drops pairs that owe nothing. The caller holds p.mu.
 func (p *PairLimiter) sweep(now time.Time) {
-	for k, tat := range p.pairs {
-		if !tat.After(now) {
+	for k, s := range p.pairs {
+		if !s.repaid.After(now) {
 			delete(p.pairs, k)
 		}
 	}
@@ -175,19 +190,25 @@ func (p *PairLimiter) Reserve(accountID, recipient string) (bool, time.Duration)
 	return true, 0
 }
 
-// OnPairLimited handles the provider's 131056 for the pair: it empties the
-// pair's burst, so the next message waits a full Interval. The provider
-// counts messages we cannot see (other senders, its own burst accounting),
-// and its answer beats our estimate.
+// OnPairLimited handles the provider's 131056 for the pair: its burst is
+// over, and it waits at least a full Interval from now. The provider counts
+// messages we cannot see (other senders, its own accounting), and its
+// answer beats our estimate; once the pair owes nothing it may burst
+// again (the dispatcher's retry also backs off 4^X s, as Meta advises).
 func (p *PairLimiter) OnPairLimited(accountID, recipient string) {
 	now := p.clock.Now()
 	k := pairKey{accountID, recipient}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	full := now.Add(time.Duration(p.burst) * p.interval)
-	if tat, ok := p.pairs[k]; !ok || tat.Before(full) {
-		p.pairs[k] = full
+	s, ok := p.pairs[k]
+	if !ok || !s.repaid.After(now) {
+		s = pairState{start: now, repaid: now}
 	}
+	s.closed = true
+	if full := now.Add(p.interval); s.repaid.Before(full) {
+		s.repaid = full
+	}
+	p.pairs[k] = s
 }
 
 // Len reports how many pairs are tracked (for tests and metrics).

@@ -61,7 +61,7 @@ func simFlags(stderr io.Writer) (*flag.FlagSet, *simOptions) {
 	fs.Float64Var(&c.Limits.Rate, "rate", sim.RateDefault, "throughput limit per number in messages/s (excess → 130429)")
 	fs.IntVar(&c.Limits.Burst, "burst", 0, "messages a number may send at once (default: one second's worth of --rate)")
 	fs.DurationVar(&c.Limits.PairInterval, "pair-interval", sim.PairIntervalDefault, "sustained spacing of messages to one recipient (excess → 131056)")
-	fs.IntVar(&c.Limits.PairBurst, "pair-burst", sim.PairBurstDefault, "messages to one recipient allowed at once")
+	fs.IntVar(&c.Limits.PairBurst, "pair-burst", sim.PairBurstDefault, "messages to one recipient allowed within 6 s; a burst borrows future quota (n messages: nothing more until n×pair-interval after the first)")
 
 	w := &c.Webhooks
 	fs.StringVar(&w.URL, "webhook-url", "", "`URL` to POST status webhooks to (none when empty)")
