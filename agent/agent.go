@@ -32,7 +32,9 @@ type Agent struct {
 
 // New validates cfg, opens (or recovers) the spool in cfg.SpoolDir and
 // starts delivering. Receipts left unacknowledged by an earlier agent —
-// one that crashed or whose Close ran out of time — are sent first.
+// one that crashed or whose Close ran out of time — are sent first. When
+// those belong to another account than cfg.AccountID, New fails with
+// ErrSpoolAccount and sends nothing.
 func New(cfg Config) (*Agent, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -51,7 +53,7 @@ func New(cfg Config) (*Agent, error) {
 		done:    make(chan struct{}),
 	}
 	var replayed uint64
-	a.spool, err = openSpool(cfg.SpoolDir, cfg.SegmentBytes, cfg.Logger, func(r record) {
+	a.spool, err = openSpool(cfg.SpoolDir, cfg.AccountID, cfg.SegmentBytes, cfg.Logger, func(r record) {
 		replayed++
 		// A spooled receipt reported again after a restart is a repeat too.
 		a.repeats.markDone(repeatKey{messageID: r.MessageID, typ: wamux.ReceiptType(r.Type)})

@@ -44,7 +44,9 @@ type Config struct {
 	APIKey string
 	// AccountID is the account every reported receipt belongs to.
 	AccountID string
-	// SpoolDir holds the durable spool. One agent at a time may use it.
+	// SpoolDir holds the durable spool. One agent at a time may use it,
+	// and only agents of the account whose receipts it still holds (see
+	// the package documentation, "Spool layout").
 	SpoolDir string
 
 	// FlushInterval is the longest a durable receipt waits before a send

@@ -39,9 +39,23 @@
 //
 // SpoolDir holds segment files named after the sequence number of their
 // first record ("00000000000000000001.seg"), an "ack" file with the highest
-// acknowledged sequence number, a "lock" file that keeps a second agent out
+// acknowledged sequence number, an "account" file with the id of the
+// account the spool belongs to, a "lock" file that keeps a second agent out
 // of the directory, and "deadletter.jsonl" for batches the gateway rejected
 // for good (a 4xx other than 408 and 429).
+//
+// Records carry no account id: every batch is sent as Config.AccountID.
+// So that receipts left in the spool are never sent as another account's,
+// New refuses (ErrSpoolAccount) a SpoolDir whose "account" file names
+// another account while unacknowledged receipts remain in it; the operator
+// then starts the agent with the old AccountID until they are delivered,
+// or gives the new account its own SpoolDir. A spool with nothing left to
+// send changes hands: New rewrites the file for the new account. A spool
+// written by an agent from before the "account" file existed names no
+// account; New adopts it for Config.AccountID and sends what it holds as
+// that account's, so such a spool must first be opened with the AccountID
+// that wrote it. The file is written durably (temporary file, fsync,
+// rename, directory fsync) before the first record of its account.
 //
 // A segment is a sequence of records:
 //

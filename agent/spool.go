@@ -60,9 +60,11 @@ type spool struct {
 	buf     []byte
 }
 
-// openSpool locks dir, recovers its segments and ack mark, and calls
-// visit for every record not yet acknowledged, oldest first.
-func openSpool(dir string, segBytes int64, log *slog.Logger, visit func(record), durable func(n int)) (*spool, error) {
+// openSpool locks dir, recovers its segments and ack mark, calls visit for
+// every record not yet acknowledged, oldest first, and claims dir for
+// account (see claimAccount). The records visited are sent as account's:
+// when openSpool fails, none of them may be.
+func openSpool(dir, account string, segBytes int64, log *slog.Logger, visit func(record), durable func(n int)) (*spool, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("agent: create spool dir: %w", err)
 	}
@@ -74,7 +76,12 @@ func openSpool(dir string, segBytes int64, log *slog.Logger, visit func(record),
 		durable = func(int) {}
 	}
 	s := &spool{dir: dir, segBytes: segBytes, log: log, unlock: unlock, durable: durable}
-	if err := s.recover(visit); err != nil {
+	pending := 0
+	if err := s.recover(func(r record) { pending++; visit(r) }); err != nil {
+		_ = unlock()
+		return nil, err
+	}
+	if err := s.claimAccount(account, pending); err != nil {
 		_ = unlock()
 		return nil, err
 	}

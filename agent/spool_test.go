@@ -35,7 +35,7 @@ func spoolRecords(n int) []record {
 func openTestSpool(t *testing.T, dir string) (*spool, []record) {
 	t.Helper()
 	var visited []record
-	s, err := openSpool(dir, 1<<20, slog.New(slog.DiscardHandler), func(r record) { visited = append(visited, r) }, nil)
+	s, err := openSpool(dir, testAccount, 1<<20, slog.New(slog.DiscardHandler), func(r record) { visited = append(visited, r) }, nil)
 	if err != nil {
 		t.Fatalf("openSpool: %v", err)
 	}
