@@ -14,7 +14,9 @@ type NumberStats struct {
 	// Requests counts every send request to the number, valid or not.
 	Requests int64 `json:"requests"`
 	Accepted int64 `json:"accepted"`
-	// Rejected counts error answers by Meta error code.
+	// Rejected counts error answers by Meta error code; a message answered
+	// 500 after being accepted (ServerErrorAfterAccept) counts as Accepted
+	// and under Faults, not here.
 	Rejected map[int]int64 `json:"rejected"`
 	// OverLimit counts requests over the throughput limit (130429);
 	// PairOverLimit those over the pair rate limit (131056).

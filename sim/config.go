@@ -110,6 +110,12 @@ type Faults struct {
 	Reset float64
 	// ResetAfterAccept accepts the message, then drops the connection.
 	ResetAfterAccept float64
+	// ServerErrorAfterAccept accepts the message (it gets its wamid and
+	// status webhooks and counts toward the limits), then answers HTTP 500
+	// with code 131000 "Something went wrong": the 5xx whose outcome the
+	// reference (§7) calls ambiguous, here on the side where Meta did
+	// send. Drawn after SlowAccept and ResetAfterAccept, never with them.
+	ServerErrorAfterAccept float64
 	// Codes answers with the given Meta error code, with the probability
 	// given, without accepting (e.g. {131048: 1} to test spam cooldown).
 	// Drawn after ServerError and Reset, in ascending code order.
@@ -257,7 +263,8 @@ func (f *Faults) check() error {
 	for name, p := range map[string]float64{
 		"server error": f.ServerError, "slow accept": f.SlowAccept,
 		"reset": f.Reset, "reset after accept": f.ResetAfterAccept,
-		"webhook duplicate": f.WebhookDuplicate, "webhook reorder": f.WebhookReorder,
+		"server error after accept": f.ServerErrorAfterAccept,
+		"webhook duplicate":         f.WebhookDuplicate, "webhook reorder": f.WebhookReorder,
 	} {
 		if p < 0 || p > 1 {
 			return fmt.Errorf("sim: %s probability %v is outside [0, 1]", name, p)

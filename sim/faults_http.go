@@ -11,23 +11,25 @@ import (
 // faultsJSON is the body of PUT /sim/numbers/{id}/faults; durations are
 // Go duration strings and codes map a Meta code to its probability.
 type faultsJSON struct {
-	ServerError      float64         `json:"server_error"`
-	SlowAccept       float64         `json:"slow_accept"`
-	SlowDelay        string          `json:"slow_delay"`
-	Reset            float64         `json:"reset"`
-	ResetAfterAccept float64         `json:"reset_after_accept"`
-	Codes            map[int]float64 `json:"codes"`
-	RetryAfter       string          `json:"retry_after"`
-	LatencyMin       string          `json:"latency_min"`
-	LatencyMax       string          `json:"latency_max"`
-	WebhookDuplicate float64         `json:"webhook_duplicate"`
-	WebhookReorder   float64         `json:"webhook_reorder"`
+	ServerError            float64         `json:"server_error"`
+	SlowAccept             float64         `json:"slow_accept"`
+	SlowDelay              string          `json:"slow_delay"`
+	Reset                  float64         `json:"reset"`
+	ResetAfterAccept       float64         `json:"reset_after_accept"`
+	ServerErrorAfterAccept float64         `json:"server_error_after_accept"`
+	Codes                  map[int]float64 `json:"codes"`
+	RetryAfter             string          `json:"retry_after"`
+	LatencyMin             string          `json:"latency_min"`
+	LatencyMax             string          `json:"latency_max"`
+	WebhookDuplicate       float64         `json:"webhook_duplicate"`
+	WebhookReorder         float64         `json:"webhook_reorder"`
 }
 
 func (j faultsJSON) faults() (Faults, error) {
 	f := Faults{
 		ServerError: j.ServerError, SlowAccept: j.SlowAccept, Reset: j.Reset, ResetAfterAccept: j.ResetAfterAccept,
-		Codes: j.Codes, WebhookDuplicate: j.WebhookDuplicate, WebhookReorder: j.WebhookReorder,
+		ServerErrorAfterAccept: j.ServerErrorAfterAccept, Codes: j.Codes,
+		WebhookDuplicate: j.WebhookDuplicate, WebhookReorder: j.WebhookReorder,
 	}
 	for _, d := range []struct {
 		name string

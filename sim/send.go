@@ -35,8 +35,10 @@ type fault struct {
 	reset            bool
 	slowAccept       bool
 	resetAfterAccept bool
-	latency          time.Duration
-	slowDelay        time.Duration
+	// serverErrorAfterAccept answers errServer(false) although accepted.
+	serverErrorAfterAccept bool
+	latency                time.Duration
+	slowDelay              time.Duration
 }
 
 // validVersion accepts Graph API versions like "v24.0" (or "v24"); a
@@ -109,6 +111,8 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 		resetConn(w)
 	case f.serverError:
 		errServer(f.serverErrorAlt).write(w)
+	case f.serverErrorAfterAccept:
+		errServer(false).write(w)
 	case apiErr != nil:
 		apiErr.write(w)
 	default:
@@ -191,6 +195,12 @@ func (s *Server) decide(nb *number, req *sendRequest, apiErr *apiError, body []b
 	}
 	if f.resetAfterAccept {
 		nb.st.faults["reset_after_accept"]++
+	}
+	// Drawn only when the others did not fire, so that a seed replays the
+	// same run as before this fault existed.
+	f.serverErrorAfterAccept = !f.slowAccept && !f.resetAfterAccept && nb.chance(fc.ServerErrorAfterAccept)
+	if f.serverErrorAfterAccept {
+		nb.st.faults["server_error_after_accept"]++
 	}
 	msg := Message{
 		Seq: s.seq.Add(1), WAMID: s.newWAMID(nb.id), PhoneNumberID: nb.id, To: req.To, Type: req.Type,

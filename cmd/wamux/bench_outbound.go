@@ -90,6 +90,8 @@ func parseFaults(s string) (sim.Faults, error) {
 			f.Reset = p
 		case "reset_after_accept":
 			f.ResetAfterAccept = p
+		case "5xx_after_accept":
+			f.ServerErrorAfterAccept = p
 		case "slow":
 			f.SlowAccept = p
 			f.SlowDelay = 3 * time.Second
@@ -98,7 +100,7 @@ func parseFaults(s string) (sim.Faults, error) {
 		case "reorder":
 			f.WebhookReorder = p
 		default:
-			return f, fmt.Errorf("unknown fault %q (5xx, reset, reset_after_accept, slow, dup_webhook, reorder)", k)
+			return f, fmt.Errorf("unknown fault %q (5xx, 5xx_after_accept, reset, reset_after_accept, slow, dup_webhook, reorder)", k)
 		}
 	}
 	return f, nil

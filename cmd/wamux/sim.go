@@ -89,6 +89,7 @@ func simFlags(stderr io.Writer) (*flag.FlagSet, *simOptions) {
 	fs.DurationVar(&f.SlowDelay, "slow-delay", sim.SlowDelayDefault, "how late a --fault-slow answer comes")
 	fs.Float64Var(&f.Reset, "fault-reset", 0, "probability of resetting the connection without accepting")
 	fs.Float64Var(&f.ResetAfterAccept, "fault-reset-after-accept", 0, "probability of accepting, then resetting the connection")
+	fs.Float64Var(&f.ServerErrorAfterAccept, "fault-5xx-after-accept", 0, "probability of accepting (wamid, status webhooks, limits), then answering 500 with code 131000")
 	fs.Func("fault-code", "answer with a Meta error without accepting, given as `code=probability`, e.g. 131048=0.01 (repeatable)", func(v string) error {
 		k, p, ok := strings.Cut(v, "=")
 		code, err1 := strconv.Atoi(k)

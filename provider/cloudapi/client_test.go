@@ -147,6 +147,7 @@ func TestSendClasses(t *testing.T) {
 	add("server error", sim.Config{Faults: sim.Faults{ServerError: 1}}, want{cloudapi.Unknown, 0, -2, 0})
 	add("reset before accepting", sim.Config{Faults: sim.Faults{Reset: 1}}, want{cloudapi.Unknown, 0, -1, 0})
 	add("reset after accepting", sim.Config{Faults: sim.Faults{ResetAfterAccept: 1}}, want{cloudapi.Unknown, 0, -1, 1})
+	add("server error after accepting", sim.Config{Faults: sim.Faults{ServerErrorAfterAccept: 1}}, want{cloudapi.Unknown, 0, 131000, 1})
 
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
