@@ -281,3 +281,103 @@ func TestPropertyRestoreBehavesTheSame(t *testing.T) {
 		}
 	})
 }
+
+// pass is the model of Buffer.Pass: seq went out while ordering was off.
+// The seqs it jumps over count as given up (an arrival is held) but not as
+// gaps skipped: nobody waited for them.
+func (m *model) pass(seq int64) {
+	if seq < m.next {
+		return
+	}
+	for ; m.next < seq; m.next++ {
+		m.skipped[m.next] = true
+	}
+	m.released[seq] = true
+	m.next = seq + 1
+}
+
+// With the ordering switch toggled at random (off: the worker flushes what
+// waits, then every seq passes; on: seqs are offered), and a skip memory
+// of a few ranges, the buffer still matches the model, except that a seq
+// whose fate it has forgotten comes back Late, which only ever stands for
+// Held or Duplicate. Seqs leave in increasing order while ordering is on,
+// and the gaps counted are only the ones Expire gave up on.
+func TestPropertyOrderingSwitchAndBoundedMemory(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(rt *rapid.T) {
+		n := rapid.Int64Range(1, 40).Draw(rt, "n")
+		maxSkipped := rapid.IntRange(1, 4).Draw(rt, "maxSkipped")
+		b := sequence.NewBuffer[string]("a", maxSkipped)
+		m := newModel()
+		now := t0
+		ordering := true
+		counted := 0 // seqs Expire skipped
+		steps := rapid.IntRange(1, 150).Draw(rt, "steps")
+		for range steps {
+			switch rapid.IntRange(0, 5).Draw(rt, "op") {
+			case 0, 1, 2:
+				s := rapid.Int64Range(1, n).Draw(rt, "seq")
+				if !ordering {
+					changed, err := b.Pass(now, s)
+					if err != nil {
+						rt.Fatalf("Pass(%d): %v", s, err)
+					}
+					if want := s >= m.next; changed != want {
+						rt.Fatalf("Pass(%d) changed %v, want %v (next %d)", s, changed, want, m.next)
+					}
+					m.pass(s)
+					break
+				}
+				res, err := b.Offer(now, s, itemOf(s))
+				if err != nil {
+					rt.Fatalf("Offer(%d): %v", s, err)
+				}
+				wantOutcome, wantReleased := m.offer(now, s)
+				got := res.Outcome
+				if got == sequence.Late && (wantOutcome == sequence.Held || wantOutcome == sequence.Duplicate) && s < m.next {
+					got = wantOutcome
+				}
+				if got != wantOutcome || !slices.Equal(seqs(res.Released), wantReleased) {
+					rt.Fatalf("Offer(%d) = %v releasing %v; model says %v releasing %v", s, res.Outcome, seqs(res.Released), wantOutcome, wantReleased)
+				}
+				if !slices.IsSorted(wantReleased) {
+					rt.Fatalf("released %v out of order", wantReleased)
+				}
+			case 3:
+				now = now.Add(time.Duration(rapid.Int64Range(0, int64(2*timeout)).Draw(rt, "dt")))
+			case 4:
+				ex := b.Expire(now, timeout)
+				wantReleased, wantSkipped := m.expire(now, timeout)
+				if !slices.Equal(seqs(ex.Released), wantReleased) || !slices.Equal(expand(ex.Skipped), wantSkipped) {
+					rt.Fatalf("Expire = released %v skipped %v; model says %v and %v", seqs(ex.Released), expand(ex.Skipped), wantReleased, wantSkipped)
+				}
+				counted += len(wantSkipped)
+			case 5:
+				ordering = !ordering
+				if !ordering {
+					// What the worker does when ordering goes off: every
+					// waiting item is released at once.
+					later := now.Add(timeout + time.Hour)
+					ex := b.Expire(later, timeout)
+					wantReleased, wantSkipped := m.expire(later, timeout)
+					if !slices.Equal(seqs(ex.Released), wantReleased) || !slices.Equal(expand(ex.Skipped), wantSkipped) {
+						rt.Fatalf("flush = released %v skipped %v; model says %v and %v", seqs(ex.Released), expand(ex.Skipped), wantReleased, wantSkipped)
+					}
+					counted += len(wantSkipped)
+					if b.Len() != 0 {
+						rt.Fatalf("%d items still waiting after the flush", b.Len())
+					}
+				}
+			}
+			st := b.State()
+			if st.NextSeq != m.next || st.GapsSkipped != int64(counted) || b.Len() != len(m.waiting) {
+				rt.Fatalf("state %+v with %d waiting; model: next %d, %d counted, %d waiting", st, b.Len(), m.next, counted, len(m.waiting))
+			}
+		}
+		for s := int64(1); s < m.next; s++ {
+			if m.released[s] == m.skipped[s] {
+				rt.Fatalf("seq %d: released %v, skipped %v; want exactly one", s, m.released[s], m.skipped[s])
+			}
+		}
+	})
+}
