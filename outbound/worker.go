@@ -46,6 +46,13 @@ type worker struct {
 	calls    atomic.Int32
 	stopping bool
 	unknownN int // items whose last outcome is unknown (wamux_unknown_outcomes)
+	// seqDirty: the last sequencing step's write failed, so the stored
+	// sequence state is behind the buffer's; unsaved are the status
+	// changes of the failed steps, written again, before the new ones,
+	// with the next step or by retrySeq from seqRetryAt on.
+	seqDirty   bool
+	unsaved    []store.MessageUpdate
+	seqRetryAt time.Time
 
 	// restoredTos lists the recipients of the routed messages restore
 	// found, for Start's repairOwners (set before run starts).
@@ -238,12 +245,14 @@ func (w *worker) run(ctx context.Context) {
 			w.stopping, stop = true, nil
 		}
 		if w.stopping && w.inflight == 0 {
+			w.retrySeq(true)
 			return
 		}
 		var next time.Time
 		if !w.stopping {
 			w.intake()
 			next = earliest(w.expire(), w.dispatch())
+			next = earliest(next, w.retrySeq(false))
 		}
 		w.publishDepth()
 		wait := time.Hour
@@ -414,8 +423,17 @@ func (w *worker) applyExpired(ex sequence.Expired[wamux.Message], s settings.Val
 	w.enqueue(toQueue, now, s.P2MaxDepth)
 }
 
+// seqRetryDelay is the wait before a failed sequencing step is written
+// again when no new step comes first.
+const seqRetryDelay = time.Second
+
 // persistSeq stores released messages as queued, late ones as held, and
-// the account's sequence state, in one transaction.
+// the account's sequence state, in one transaction. A failed write is
+// made again (retrySeq, or with the next step): otherwise the stored
+// NextSeq stays behind seqs already sent, and after a restart the next seq
+// waits the gap timeout for them and counts them as a skipped gap; a
+// released message left in waiting_seq below a NextSeq stored later would
+// come back held.
 func (w *worker) persistSeq(queued, held []wamux.Message, seqChanged bool) {
 	var updates []store.MessageUpdate
 	waiting := []wamux.Status{wamux.StatusWaitingSeq}
@@ -429,16 +447,34 @@ func (w *worker) persistSeq(queued, held []wamux.Message, seqChanged bool) {
 		w.d.metrics.held.WithLabelValues(w.id).Inc()
 		w.d.log.Warn("message held: its client_seq arrived after the gap was skipped", "account_id", w.id, "msg_id", m.ID, "client_seq", m.ClientSeq)
 	}
-	if len(updates) == 0 && !seqChanged {
+	if len(updates) == 0 && !seqChanged && !w.seqDirty {
 		return
 	}
+	updates = append(w.unsaved, updates...)
 	ctx, cancel := bg()
 	defer cancel()
 	if _, err := w.d.store.ApplySeq(ctx, w.buf.State(), updates); err != nil {
-		// The messages stay waiting_seq in the store; the send path
-		// accepts that status too, and a restart re-sequences them.
+		// Until it is written, the messages stay waiting_seq in the
+		// store; the send path accepts that status too. Rewriting a
+		// status change is harmless: it applies only from waiting_seq.
 		w.d.log.Error("store sequencing step", "account_id", w.id, "messages", len(updates), "err", err)
+		w.seqDirty, w.unsaved = true, updates
+		w.seqRetryAt = w.d.clock.Now().Add(seqRetryDelay)
+		return
 	}
+	w.seqDirty, w.unsaved = false, nil
+}
+
+// retrySeq writes a failed sequencing step again once its wait is over (at
+// once when stopping) and returns when to try next (zero: nothing to write).
+func (w *worker) retrySeq(stopping bool) time.Time {
+	if w.seqDirty && (stopping || !w.d.clock.Now().Before(w.seqRetryAt)) {
+		w.persistSeq(nil, nil, false)
+	}
+	if !w.seqDirty {
+		return time.Time{}
+	}
+	return w.seqRetryAt
 }
 
 // enqueue puts released messages in the queues; a P2 message beyond
