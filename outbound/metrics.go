@@ -76,7 +76,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"account"}),
 		seqWait: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "wamux_seq_wait_seconds", Help: "Time a message waited in the reorder buffer before release.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+			// 1 ms to 74 h: a wait of the whole gap_timeout (5 min by
+			// default, 24 h at most) lands in a finite bucket.
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 15),
 		}),
 		gapsSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wamux_seq_gaps_skipped_total", Help: "client_seq values given up on after the gap timeout.",
