@@ -212,6 +212,22 @@ func (a *Adaptive) Tokens(ctx context.Context, accountID string) (float64, error
 	return a.inner.Tokens(ctx, accountID)
 }
 
+// Debit implements Limiter. It charges the wrapped bucket at the
+// effective rate, during a cooldown too: the messages used the number's
+// throughput all the same.
+func (a *Adaptive) Debit(ctx context.Context, accountID string, n int) error {
+	if n < 1 {
+		return fmt.Errorf("debit %d tokens of %s: %w", n, accountID, ErrInvalidCount)
+	}
+	s := a.account(accountID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := a.push(ctx, accountID, s, a.cfg.Clock.Now()); err != nil {
+		return fmt.Errorf("debit for %s: %w", accountID, err)
+	}
+	return a.inner.Debit(ctx, accountID, n)
+}
+
 // OnThrottled reports a throughput error from the provider for the account
 // (130429, 4 or 80007) and returns the account's new limit state, which the
 // caller may persist (CooldownUntil) and show.

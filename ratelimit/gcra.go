@@ -56,22 +56,51 @@ func (g *gcra) take(now time.Time, n int) (bool, time.Duration) {
 	return true, 0
 }
 
-// tokens is how many tokens the bucket holds at now.
-func (g *gcra) tokens(now time.Time) float64 {
+// debit takes n tokens at now whatever the bucket holds; it may go below
+// zero, by at most MaxDebt of refill. A tat already past that bound (it
+// cannot be, but a later bound must never hand tokens back) is kept.
+func (g *gcra) debit(now time.Time, n int) {
+	base := g.tat
+	if base.Before(now) {
+		base = now
+	}
+	limit := g.debtLimit(now)
+	// n above what the bound holds would only overflow the product.
+	n = min(n, g.burst+int(MaxDebt/g.interval)+1)
+	newTAT := base.Add(time.Duration(n) * g.interval)
+	if newTAT.After(limit) {
+		newTAT = limit
+	}
+	if newTAT.After(g.tat) {
+		g.tat = newTAT
+	}
+}
+
+// debtLimit is the latest tat debit may leave at now: an empty bucket
+// plus MaxDebt.
+func (g *gcra) debtLimit(now time.Time) time.Time {
+	return now.Add(time.Duration(g.burst)*g.interval + MaxDebt)
+}
+
+// level is how many tokens the bucket holds at now, below zero when it is
+// in debt.
+func (g *gcra) level(now time.Time) float64 {
 	debt := g.tat.Sub(now)
 	if debt <= 0 {
 		return float64(g.burst)
 	}
-	t := float64(g.burst) - float64(debt)/float64(g.interval)
-	if t < 0 {
-		return 0
-	}
-	return t
+	return float64(g.burst) - float64(debt)/float64(g.interval)
+}
+
+// tokens is how many tokens the bucket holds at now; none when in debt.
+func (g *gcra) tokens(now time.Time) float64 {
+	return max(g.level(now), 0)
 }
 
 // reconfigure switches to a new interval and burst at now, keeping the
-// tokens the bucket holds (capped at the new burst). The debt is rounded up
-// so the conversion never creates tokens.
+// tokens the bucket holds (capped at the new burst) or owes (Debit; capped
+// at MaxDebt of the new rate). The debt is rounded up so the conversion
+// never creates tokens.
 func (g *gcra) reconfigure(now time.Time, interval time.Duration, burst int) {
 	if interval == g.interval && burst == g.burst {
 		return
@@ -91,10 +120,7 @@ func (g *gcra) reconfigure(now time.Time, interval time.Duration, burst int) {
 		g.tat = now.Add(debt)
 		return
 	}
-	have := g.tokens(now)
-	if have > float64(burst) {
-		have = float64(burst)
-	}
+	have := min(g.level(now), float64(burst))
 	debt := time.Duration(math.Ceil((float64(burst) - have) * float64(interval)))
 	g.interval, g.burst = interval, burst
 	if debt <= 0 {
@@ -102,4 +128,7 @@ func (g *gcra) reconfigure(now time.Time, interval time.Duration, burst int) {
 		return
 	}
 	g.tat = now.Add(debt)
+	if limit := g.debtLimit(now); g.tat.After(limit) {
+		g.tat = limit
+	}
 }

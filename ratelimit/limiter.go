@@ -24,8 +24,18 @@ type Limiter interface {
 	// up at the new rate rather than at once, so no change of limit ever
 	// lets more than rate×T + burst through.
 	SetLimit(ctx context.Context, accountID string, rate float64, burst int) error
-	// Tokens reports the tokens available now, for the dashboard.
+	// Tokens reports the tokens available now, for the dashboard; an
+	// account in debt (Debit) has none.
 	Tokens(ctx context.Context, accountID string) (float64, error)
+	// Debit charges the account for n messages that used its number's
+	// throughput without being sent by us: Meta counts the messages users
+	// send to the number against the same per-number limit as ours
+	// (reference §3), so each recent inbound message must cost a send. It
+	// always succeeds and may leave the bucket below zero, so the next
+	// Reserves wait until the debt is refilled. The debt is bounded by
+	// MaxDebt of refill (see there). n must be at least 1
+	// (ErrInvalidCount); it may exceed the burst.
+	Debit(ctx context.Context, accountID string, n int) error
 }
 
 // Clock tells the time. Production code uses SystemClock; tests pass a clock
@@ -47,6 +57,18 @@ const (
 	DefaultRate  = 80.0
 	DefaultBurst = 8
 )
+
+// MaxDebt bounds how far below zero Debit takes a bucket, as refill time:
+// one second of the account's rate. A second is the unit of Meta's
+// throughput limit (messages per second), so it holds an inbound burst as
+// large as the number's whole per-second budget, the most that can
+// matter: beyond it the users alone exceed the number's throughput, which
+// no pacing of our sends can prevent (the adaptive layer handles the
+// 130429s then). And it caps what a flood of inbound messages, or a
+// backlog of webhooks Meta redelivers at once after an outage of our
+// endpoint, can cost: the next send waits at most this long beyond the
+// refill of its own token, never minutes.
+const MaxDebt = time.Second
 
 // Bounds on limits. A rate below MinLimitRate would need an emission
 // interval over an hour; bursts above MaxBurst would overflow the time

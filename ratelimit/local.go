@@ -108,6 +108,21 @@ func (l *Local) Tokens(ctx context.Context, accountID string) (float64, error) {
 	return l.bucket(accountID).tokens(now), nil
 }
 
+// Debit implements Limiter.
+func (l *Local) Debit(ctx context.Context, accountID string, n int) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("debit %d tokens of %s: %w", n, accountID, err)
+	}
+	if n < 1 {
+		return fmt.Errorf("debit %d tokens of %s: %w", n, accountID, ErrInvalidCount)
+	}
+	now := l.clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.bucket(accountID).debit(now, n)
+	return nil
+}
+
 // Forget drops an account's bucket (a deleted account); its next use starts
 // with a full bucket at the default limit.
 func (l *Local) Forget(accountID string) {

@@ -2,8 +2,9 @@
 // implementation passes: the in-process one and the Redis one. It proves
 // guarantee 6 (at most rate×T + burst grants in any window T) together with
 // the properties a dispatcher relies on: the budget is used, limits change
-// at once, accounts are independent, and concurrency does not break the
-// bound.
+// at once, accounts are independent, concurrency does not break the
+// bound, and debits (messages we did not send) count against it, within
+// the bound ratelimit.MaxDebt.
 package ratelimittest
 
 import (
@@ -28,4 +29,7 @@ func Run(t *testing.T, newLimiter NewLimiter) {
 	t.Run("AccountsIndependent", func(t *testing.T) { testIndependent(t, newLimiter) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, newLimiter) })
 	t.Run("Errors", func(t *testing.T) { testErrors(t, newLimiter) })
+	t.Run("DebitGoesBelowZero", func(t *testing.T) { testDebit(t, newLimiter) })
+	t.Run("DebitBounded", func(t *testing.T) { testDebitBounded(t, newLimiter) })
+	t.Run("DebitCounts", func(t *testing.T) { testDebitCounts(t, newLimiter) })
 }
