@@ -25,6 +25,9 @@ type NumberStats struct {
 	// Duplicates counts acceptances whose biz_opaque_callback_data had
 	// already been accepted (by any number): messages sent twice.
 	Duplicates int64 `json:"duplicates"`
+	// Inbound counts messages users sent to the number (Server.Inbound),
+	// each counted against its throughput as Meta does.
+	Inbound int64 `json:"inbound"`
 	// PeakRequestsPerSec and PeakAcceptedPerSec are the most requests and
 	// acceptances seen within one clock second.
 	PeakRequestsPerSec int64 `json:"peak_requests_per_sec"`
@@ -66,7 +69,7 @@ func (s *Server) Stats() Stats {
 		nb.mu.Lock()
 		ns := NumberStats{
 			Requests: nb.st.requests, Accepted: nb.st.accepted, Rejected: map[int]int64{},
-			OverLimit: nb.st.overLimit, PairOverLimit: nb.st.pairOverLimit, Duplicates: nb.st.duplicates,
+			OverLimit: nb.st.overLimit, PairOverLimit: nb.st.pairOverLimit, Duplicates: nb.st.duplicates, Inbound: nb.st.inbound,
 			PeakRequestsPerSec: nb.st.peakRequests, PeakAcceptedPerSec: nb.st.peakAccepted,
 			Faults: map[string]int64{},
 			Limits: LimitsView{nb.limits.Rate, nb.limits.Burst, nb.limits.PairInterval.String(), nb.limits.PairBurst},
@@ -86,6 +89,7 @@ func (s *Server) Stats() Stats {
 		t.OverLimit += ns.OverLimit
 		t.PairOverLimit += ns.PairOverLimit
 		t.Duplicates += ns.Duplicates
+		t.Inbound += ns.Inbound
 		t.PeakRequestsPerSec = max(t.PeakRequestsPerSec, ns.PeakRequestsPerSec)
 		t.PeakAcceptedPerSec = max(t.PeakAcceptedPerSec, ns.PeakAcceptedPerSec)
 		st.Numbers[nb.id] = ns

@@ -6,7 +6,9 @@
 // limit, emits signed status webhooks (batched, retried, optionally
 // duplicated, reordered and delayed), injects send faults, and records the
 // ground truth: what each number accepted, in what order, and which
-// biz_opaque_callback_data it accepted twice. /sim/stats, /sim/messages,
-// /sim/numbers and /sim/reset expose it over HTTP; the same is available
-// as Go methods for in-process tests.
+// biz_opaque_callback_data it accepted twice. Users' messages to a number
+// (Inbound, POST /sim/numbers/{id}/inbound) count against its throughput,
+// as with Meta, and arrive as signed inbound webhooks. /sim/stats,
+// /sim/messages, /sim/numbers and /sim/reset expose it over HTTP; the same
+// is available as Go methods for in-process tests.
 package sim

@@ -57,6 +57,7 @@ type numberStats struct {
 	overLimit     int64 // 130429
 	pairOverLimit int64 // 131056
 	duplicates    int64 // accepted with callback data accepted before
+	inbound       int64 // user messages to the number (Inbound)
 	faults        map[string]int64
 	sec           int64 // current clock second
 	secRequests   int64

@@ -76,6 +76,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /sim/numbers", s.handleListNumbers)
 	s.mux.HandleFunc("POST /sim/numbers", s.handleAddNumber)
 	s.mux.HandleFunc("PUT /sim/numbers/{id}/faults", s.handleSetFaults)
+	s.mux.HandleFunc("POST /sim/numbers/{id}/inbound", s.handleInbound)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 }
 

@@ -48,7 +48,8 @@ type batch struct {
 
 // WebhookStats is the webhook side of the ground truth.
 type WebhookStats struct {
-	// Posts answered 200 and the statuses they carried.
+	// Posts answered 200 and the statuses (and inbound messages) they
+	// carried; the other counts take inbound messages as statuses too.
 	Posts     int64 `json:"posts"`
 	Delivered int64 `json:"statuses_delivered"`
 	// PostFailures counts attempts not answered 200 (each retried).

@@ -40,7 +40,9 @@ func simFlags(stderr io.Writer) (*flag.FlagSet, *simOptions) {
 		fmt.Fprintln(stderr, "Meta's bodies, limits, signed status webhooks and injected faults. Ground truth at")
 		fmt.Fprintln(stderr, "GET /sim/stats and GET /sim/messages?phone_number_id=&to=; POST /sim/reset;")
 		fmt.Fprintln(stderr, "numbers can be added at run time with POST /sim/numbers, and one number's faults")
-		fmt.Fprintln(stderr, "changed with PUT /sim/numbers/{id}/faults. The flags below set every number's faults.")
+		fmt.Fprintln(stderr, "changed with PUT /sim/numbers/{id}/faults; POST /sim/numbers/{id}/inbound {\"count\":n}")
+		fmt.Fprintln(stderr, "has users write to a number (counted against its throughput, sent as inbound webhooks).")
+		fmt.Fprintln(stderr, "The flags below set every number's faults.")
 		fmt.Fprintln(stderr, "\nflags:")
 		fs.PrintDefaults()
 	}
