@@ -195,7 +195,10 @@ func (a *App) Start(ctx context.Context) error {
 		bloom.ExpectedPerHour = receipts.BloomExpectedPerHourDefault
 	}
 	a.log.Info("receipt Bloom filter", "keys_per_hour", bloom.ExpectedPerHour, "mib", bloom.MemoryBytes()>>20)
-	pipe, err := receipts.New(receipts.Config{Store: st, Registry: a.registry, Settings: set, Logger: a.log, Bloom: bloom})
+	// Inbound messages count against the number's throughput as our sends
+	// do: the pipeline charges the recent ones to the account's bucket.
+	pipe, err := receipts.New(receipts.Config{Store: st, Registry: a.registry, Settings: set, Logger: a.log, Bloom: bloom,
+		OnInbound: disp.ChargeInbound})
 	if err != nil {
 		return fail(fmt.Errorf("app: receipts: %w", err))
 	}

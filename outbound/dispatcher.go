@@ -146,6 +146,18 @@ func New(cfg Config) (*Dispatcher, error) {
 	return d, nil
 }
 
+// ChargeInbound charges the account's rate for n messages users sent to its
+// number just now: Meta counts them against the same per-number throughput
+// as our sends (reference §3), so each costs a send. The bucket may go
+// below zero, by at most ratelimit.MaxDebt of refill; the worker sees the
+// longer wait at its next reservation. It is receipts.Config.OnInbound.
+func (d *Dispatcher) ChargeInbound(ctx context.Context, accountID string, n int) error {
+	if err := d.limiter.Debit(ctx, accountID, n); err != nil {
+		return fmt.Errorf("outbound: charge %d inbound messages: %w", n, err)
+	}
+	return nil
+}
+
 // settingsChanged pushes new limits to the limiters and wakes every worker
 // so timeouts and bounds apply at once.
 func (d *Dispatcher) settingsChanged(old, next settings.Values) {

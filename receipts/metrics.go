@@ -29,6 +29,7 @@ type metrics struct {
 	deadLetters    *prometheus.CounterVec
 	resolved       *prometheus.CounterVec
 	inbound        *prometheus.CounterVec
+	inboundCharged *prometheus.CounterVec
 	latency        prometheus.Histogram
 	queued         *prometheus.GaugeVec
 	lag            *prometheus.GaugeVec
@@ -63,6 +64,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		inbound: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wamux_inbound_messages_total", Help: "Inbound user messages received by webhook, by account; redeliveries are not counted again.",
 		}, []string{"account"}),
+		inboundCharged: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wamux_inbound_charged_total", Help: "New inbound user messages charged to the account's send rate (timestamp within the charge window), by account.",
+		}, []string{"account"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "wamux_receipt_latency_seconds", Help: "From receipt intake to its merge being committed.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
@@ -75,7 +79,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"partition"}),
 	}
 	for _, c := range []prometheus.Collector{m.received, m.dedup, m.falsePositives, m.merged, m.late, m.failures,
-		m.deadLetters, m.resolved, m.inbound, m.latency, m.queued, m.lag} {
+		m.deadLetters, m.resolved, m.inbound, m.inboundCharged, m.latency, m.queued, m.lag} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("receipts: register metrics: %w", err)
 		}

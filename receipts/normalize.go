@@ -87,28 +87,72 @@ func (p *Pipeline) deadLetter(ctx context.Context, reason string, ds []store.Dea
 // new ones: Meta redelivers a notification it was not sure we took, and a
 // redelivered message is neither stored nor counted again. One store call
 // per account, so that the count is per account (a notification almost
-// always carries one).
+// always carries one). The new ones that are recent are then charged to
+// the account's send rate (Config.OnInbound); the store says how many of
+// a call's messages were new, not which, so an account's recent and older
+// messages go in separate calls when a notification mixes them.
 func (p *Pipeline) AddInbound(ctx context.Context, ms []store.InboundMessage) error {
+	now := p.now()
 	for len(ms) > 0 {
 		account := ms[0].AccountID
-		var mine, rest []store.InboundMessage
+		var recent, older, rest []store.InboundMessage
 		for _, m := range ms {
-			if m.AccountID == account {
-				mine = append(mine, m)
-			} else {
+			switch {
+			case m.AccountID != account:
 				rest = append(rest, m)
+			case p.cfg.OnInbound != nil && chargeable(m, now):
+				recent = append(recent, m)
+			default:
+				older = append(older, m)
 			}
 		}
-		var added int
-		if err := p.retry(ctx, "add inbound messages", func(ctx context.Context) error {
-			var err error
-			added, err = p.st.AddInboundMessages(ctx, mine)
-			return err
-		}); err != nil {
+		added, err := p.addInbound(ctx, account, recent)
+		if err != nil {
 			return err
 		}
-		p.m.inbound.WithLabelValues(account).Add(float64(added))
+		// Charged before anything else can fail: a redelivery of these
+		// would not be new, nor charged, again.
+		p.chargeInbound(ctx, account, added)
+		if _, err := p.addInbound(ctx, account, older); err != nil {
+			return err
+		}
 		ms = rest
 	}
 	return nil
+}
+
+// addInbound stores one account's messages and counts the new ones.
+func (p *Pipeline) addInbound(ctx context.Context, account string, ms []store.InboundMessage) (int, error) {
+	if len(ms) == 0 {
+		return 0, nil
+	}
+	var added int
+	if err := p.retry(ctx, "add inbound messages", func(ctx context.Context) error {
+		var err error
+		added, err = p.st.AddInboundMessages(ctx, ms)
+		return err
+	}); err != nil {
+		return 0, err
+	}
+	p.m.inbound.WithLabelValues(account).Add(float64(added))
+	return added, nil
+}
+
+// chargeable reports whether Meta counted m against the number's
+// throughput recently enough to matter (InboundChargeWindow).
+func chargeable(m store.InboundMessage, now time.Time) bool {
+	age := now.Sub(m.SentAt)
+	return !m.SentAt.IsZero() && age < InboundChargeWindow && age > -InboundChargeWindow
+}
+
+// chargeInbound hands the account's n new recent messages to OnInbound.
+func (p *Pipeline) chargeInbound(ctx context.Context, account string, n int) {
+	if p.cfg.OnInbound == nil || n == 0 {
+		return
+	}
+	if err := p.cfg.OnInbound(ctx, account, n); err != nil {
+		p.log.Warn("charge inbound messages to the send rate", "account_id", account, "count", n, "err", err)
+		return
+	}
+	p.m.inboundCharged.WithLabelValues(account).Add(float64(n))
 }
