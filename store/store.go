@@ -407,3 +407,13 @@ func Blocked(m, existing wamux.Message, sameID bool) InsertResult {
 	}
 	return InsertResult{Outcome: outcome, Existing: &existing}
 }
+
+// StoredCopy reports whether stored, the row an InsertMessages call just
+// inserted under m's msg_id, is m and not another message of the same
+// batch with that msg_id: of several, the first one nothing blocks is
+// stored, which is not the first given when an earlier one's (account_id,
+// client_seq) or wamid is taken. Every implementation decides with it.
+func StoredCopy(m, stored wamux.Message) bool {
+	return m.ID == stored.ID && m.AccountID == stored.AccountID && m.ClientSeq == stored.ClientSeq &&
+		m.ContentHash == stored.ContentHash && m.WAMID == stored.WAMID
+}

@@ -69,7 +69,7 @@ const insertMessagesSQL = `INSERT INTO messages (` + messageCols + `)
 		$8::bytea[], $9::text[], $10::text[], $11::text[], $12::bigint[], $13::text[])
 		WITH ORDINALITY AS u(id, biz, account, seq, rcpt, prio, typ, payload, hash, status, wamid, attempts, last_error, ord)
 	ORDER BY ord
-	ON CONFLICT DO NOTHING RETURNING msg_id`
+	ON CONFLICT DO NOTHING RETURNING msg_id, account_id, client_seq, content_hash, wamid`
 
 // InsertMessages inserts the batch in one statement with ON CONFLICT DO
 // NOTHING; RETURNING names the new rows, and the rest are looked up in the
@@ -92,18 +92,23 @@ func (s *Store) InsertMessages(ctx context.Context, msgs []wamux.Message) ([]sto
 		if err != nil {
 			return err
 		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
+		// The stored rows' identities: of several messages with one msg_id,
+		// the stored one is the first nothing blocked (store.StoredCopy).
+		inserted := map[string]wamux.Message{}
+		var row wamux.Message
+		var seq pgtype.Int8
+		var wamid pgtype.Text
+		if _, err := pgx.ForEachRow(rows, []any{&row.ID, &row.AccountID, &seq, &row.ContentHash, &wamid}, func() error {
+			row.ClientSeq, row.WAMID = seq.Int64, wamid.String
+			inserted[row.ID] = row
+			return nil
+		}); err != nil {
 			return err
-		}
-		inserted := make(map[string]bool, len(ids))
-		for _, id := range ids {
-			inserted[id] = true
 		}
 		for i := range msgs {
 			m := &msgs[i]
-			if inserted[m.ID] {
-				inserted[m.ID] = false // a repeat later in msgs is not new
+			if stored, ok := inserted[m.ID]; ok && store.StoredCopy(*m, stored) {
+				delete(inserted, m.ID) // a repeat later in msgs is not new
 				results[i] = store.InsertResult{Outcome: store.Inserted}
 				continue
 			}

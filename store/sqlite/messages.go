@@ -52,7 +52,9 @@ func (s *Store) InsertMessages(ctx context.Context, msgs []wamux.Message) ([]sto
 	err := s.write(ctx, func(w *writeTx) error {
 		results = make([]store.InsertResult, len(msgs))
 		now := ms(s.now())
-		inserted := make(map[string]bool, len(msgs))
+		// The stored rows' identities: of several messages with one msg_id,
+		// the stored one is the first nothing blocked (store.StoredCopy).
+		inserted := make(map[string]wamux.Message, len(msgs))
 		for start := 0; start < len(msgs); start += maxMessageRows {
 			chunk := msgs[start:min(start+maxMessageRows, len(msgs))]
 			if err := insertMessageChunk(w, chunk, now, inserted); err != nil {
@@ -61,8 +63,8 @@ func (s *Store) InsertMessages(ctx context.Context, msgs []wamux.Message) ([]sto
 		}
 		for i := range msgs {
 			m := &msgs[i]
-			if inserted[m.ID] {
-				inserted[m.ID] = false // a repeat later in msgs is not new
+			if stored, ok := inserted[m.ID]; ok && store.StoredCopy(*m, stored) {
+				delete(inserted, m.ID) // a repeat later in msgs is not new
 				results[i] = store.InsertResult{Outcome: store.Inserted}
 				continue
 			}
@@ -80,7 +82,7 @@ func (s *Store) InsertMessages(ctx context.Context, msgs []wamux.Message) ([]sto
 	return results, nil
 }
 
-func insertMessageChunk(w *writeTx, chunk []wamux.Message, now int64, inserted map[string]bool) error {
+func insertMessageChunk(w *writeTx, chunk []wamux.Message, now int64, inserted map[string]wamux.Message) error {
 	rows := padRows(len(chunk))
 	args := make([]any, 0, rows*messageColCount)
 	for i := 0; i < rows; i++ {
@@ -98,18 +100,21 @@ func insertMessageChunk(w *writeTx, chunk []wamux.Message, now int64, inserted m
 			m.ContentHash, string(m.Status), wamid, m.Attempts, m.LastError, now, now)
 	}
 	q := multiInsert("INSERT INTO messages ("+messageCols+") VALUES ", messageColCount, rows,
-		" ON CONFLICT DO NOTHING RETURNING msg_id")
+		" ON CONFLICT DO NOTHING RETURNING msg_id, account_id, client_seq, content_hash, wamid")
 	res, err := w.query(q, args...)
 	if err != nil {
 		return fmt.Errorf("sqlite: insert messages: %w", wrapErr(err))
 	}
 	defer res.Close()
 	for res.Next() {
-		var id string
-		if err := res.Scan(&id); err != nil {
+		var m wamux.Message
+		var seq sql.NullInt64
+		var wamid sql.NullString
+		if err := res.Scan(&m.ID, &m.AccountID, &seq, &m.ContentHash, &wamid); err != nil {
 			return fmt.Errorf("sqlite: insert messages: %w", err)
 		}
-		inserted[id] = true
+		m.ClientSeq, m.WAMID = seq.Int64, wamid.String
+		inserted[m.ID] = m
 	}
 	if err := res.Close(); err != nil {
 		return fmt.Errorf("sqlite: insert messages: %w", wrapErr(err))

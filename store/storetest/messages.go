@@ -148,6 +148,26 @@ func testMessages(t *testing.T, newStore NewStore) {
 			t.Fatalf("stored %d messages, want old, n1, n3", len(all))
 		}
 	})
+	t.Run("RepeatAfterBlockedCopy", func(t *testing.T) {
+		// Two messages of one batch share a msg_id; the first is blocked by
+		// another message's (account_id, client_seq), so the second is the
+		// one stored: the results must say so, not the reverse.
+		s := newStore(t)
+		wantOutcome(t, insertOne(t, s, testMessage("y", "acc1", 1, "h-y")), store.Inserted, "")
+		res, err := s.InsertMessages(ctx(t), []wamux.Message{
+			testMessage("x", "acc1", 1, "h-x1"), testMessage("x", "acc1", 2, "h-x2"),
+		})
+		must(t, err)
+		if len(res) != 2 || res[0].Outcome != store.Conflict || res[1].Outcome != store.Inserted {
+			t.Fatalf("results = %+v, want conflict, inserted", res)
+		}
+		if e := res[0].Existing; e == nil || (e.ID != "y" && e.ID != "x") {
+			t.Fatalf("Existing = %+v, want y (its seq) or x (its msg_id)", e)
+		}
+		if got := getMessage(t, s, "x"); got.ClientSeq != 2 || got.ContentHash != "h-x2" {
+			t.Fatalf("stored x = seq %d hash %s, want the second copy", got.ClientSeq, got.ContentHash)
+		}
+	})
 	t.Run("Update", func(t *testing.T) { testUpdateMessage(t, newStore(t)) })
 	t.Run("List", func(t *testing.T) { testListMessages(t, newStore(t)) })
 }
