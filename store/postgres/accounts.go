@@ -74,6 +74,9 @@ func (s *Store) getAccount(ctx context.Context, col, v string) (wamux.Account, e
 	if s.closed.Load() {
 		return wamux.Account{}, errClosed
 	}
+	if !storable(v) {
+		return wamux.Account{}, wamux.Errorf(wamux.ENotFound, "account %q not found", v)
+	}
 	a, err := scanAccount(s.pool.QueryRow(ctx, `SELECT `+accountCols+` FROM accounts WHERE `+col+` = $1`, v))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return wamux.Account{}, wamux.Errorf(wamux.ENotFound, "account %q not found", v)
@@ -107,6 +110,9 @@ func (s *Store) UpdateAccount(ctx context.Context, id string, p store.AccountPat
 	}
 	if s.closed.Load() {
 		return wamux.Account{}, errClosed
+	}
+	if !storable(id) {
+		return wamux.Account{}, wamux.Errorf(wamux.ENotFound, "account %q not found", id)
 	}
 	var cooldown, burst *int64
 	if p.CooldownUntil != nil {

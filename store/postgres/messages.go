@@ -243,6 +243,10 @@ func (s *Store) ListMessages(ctx context.Context, f store.MessageFilter) ([]wamu
 		return nil, errClosed
 	}
 	limit := store.ListLimit(f.Limit)
+	// Values PostgreSQL text cannot hold match no message (storable).
+	if !storable(f.AccountID) {
+		return nil, nil
+	}
 	var where []string
 	var args []any
 	if f.AccountID != "" {
@@ -253,6 +257,9 @@ func (s *Store) ListMessages(ctx context.Context, f store.MessageFilter) ([]wamu
 		st := make([]string, len(f.Statuses))
 		for i, v := range f.Statuses {
 			st[i] = string(v)
+		}
+		if st = storableOnly(st); len(st) == 0 {
+			return nil, nil
 		}
 		args = append(args, st)
 		where = append(where, "status = ANY($"+strconv.Itoa(len(args))+"::text[])")

@@ -151,6 +151,9 @@ func (s *Store) ListReceipts(ctx context.Context, accountID, messageID string) (
 	if s.closed.Load() {
 		return nil, errClosed
 	}
+	if !storable(accountID) || !storable(messageID) {
+		return nil, nil
+	}
 	rows, err := s.pool.Query(ctx, `SELECT `+receiptCols+` FROM receipts
 		WHERE message_id = $1 AND account_id = $2 ORDER BY event_time, receipt_type`, messageID, accountID)
 	if err != nil {

@@ -17,6 +17,9 @@ func (s *Store) GetOwner(ctx context.Context, recipient string) (string, error) 
 	if s.closed.Load() {
 		return "", errClosed
 	}
+	if !storable(recipient) {
+		return "", wamux.Errorf(wamux.ENotFound, "recipient has no owner")
+	}
 	var owner string
 	err := s.pool.QueryRow(ctx, `SELECT account_id FROM customer_owners WHERE recipient = $1`, recipient).Scan(&owner)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -68,6 +71,9 @@ func (s *Store) ListOwnerMoves(ctx context.Context, recipient string) ([]store.O
 	if s.closed.Load() {
 		return nil, errClosed
 	}
+	if !storable(recipient) {
+		return nil, nil
+	}
 	rows, err := s.pool.Query(ctx, `SELECT recipient, from_account, to_account, reason, moved_at
 		FROM owner_moves WHERE recipient = $1 ORDER BY id`, recipient)
 	if err != nil {
@@ -93,6 +99,9 @@ func (s *Store) GetSeq(ctx context.Context, accountID string) (store.SeqState, e
 		return store.SeqState{}, errClosed
 	}
 	st := store.SeqState{AccountID: accountID, NextSeq: 1}
+	if !storable(accountID) {
+		return st, nil
+	}
 	var updated int64
 	err := s.pool.QueryRow(ctx, `SELECT next_seq, gaps_skipped, updated_at FROM seq_state WHERE account_id = $1`,
 		accountID).Scan(&st.NextSeq, &st.GapsSkipped, &updated)

@@ -339,6 +339,42 @@ func RunEdgeCases(t *testing.T, newStore NewStore) {
 			if len(f) != 1 || f[0].ID != "m1" {
 				t.Errorf("FindMessages(%q, m1) = %v, want m1", bad, f)
 			}
+			_, err = s.GetAccount(ctx(t), bad)
+			wantCode(t, err, wamux.ENotFound)
+			_, err = s.GetAccountByPhoneNumberID(ctx(t), bad)
+			wantCode(t, err, wamux.ENotFound)
+			burst := 2
+			_, err = s.UpdateAccount(ctx(t), bad, store.AccountPatch{Burst: &burst})
+			wantCode(t, err, wamux.ENotFound)
+			_, err = s.GetOwner(ctx(t), bad)
+			wantCode(t, err, wamux.ENotFound)
+			moves, err := s.ListOwnerMoves(ctx(t), bad)
+			must(t, err)
+			if len(moves) != 0 {
+				t.Errorf("ListOwnerMoves(%q) = %v, want none", bad, moves)
+			}
+			seq, err := s.GetSeq(ctx(t), bad)
+			must(t, err)
+			if seq.NextSeq != 1 {
+				t.Errorf("GetSeq(%q) = %+v, want a fresh state", bad, seq)
+			}
+			for _, f := range []store.MessageFilter{{AccountID: bad}, {Statuses: []wamux.Status{wamux.Status(bad)}}} {
+				ms, err := s.ListMessages(ctx(t), f)
+				must(t, err)
+				if len(ms) != 0 {
+					t.Errorf("ListMessages(%+v) = %v, want none", f, ms)
+				}
+			}
+			ms, err := s.ListMessages(ctx(t), store.MessageFilter{Statuses: []wamux.Status{wamux.Status(bad), wamux.StatusQueued}})
+			must(t, err)
+			if len(ms) != 1 {
+				t.Errorf("ListMessages(%q or queued) = %v, want m1", bad, ms)
+			}
+			rs, err := s.ListReceipts(ctx(t), "acc1", bad)
+			must(t, err)
+			if len(rs) != 0 {
+				t.Errorf("ListReceipts(%q) = %v, want none", bad, rs)
+			}
 		}
 	})
 	t.Run("InvalidUTF8", func(t *testing.T) {
