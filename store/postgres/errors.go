@@ -39,13 +39,14 @@ func IsUnavailable(err error) bool {
 	return wamux.ErrorCode(err) == wamux.EUnavailable
 }
 
-// wrapErr marks connection-level failures as unavailable and returns other
-// errors unchanged.
+// wrapErr marks failures that retrying later can cure as unavailable (the
+// connection, the server's resources or its own time limits), data
+// exceptions as invalid, and returns other errors unchanged.
 func wrapErr(err error) error {
 	if err == nil || isDomain(err) {
 		return err
 	}
-	if isConnFailure(err) {
+	if isTransient(err) {
 		return &unavailableError{cause: err}
 	}
 	var pgErr *pgconn.PgError
@@ -72,7 +73,11 @@ func isDomain(err error) bool {
 	return errors.As(err, &e)
 }
 
-func isConnFailure(err error) bool {
+// isTransient reports a failure retrying later can cure: the connection
+// broke or could not be made, the deadline passed, or the server gave up
+// under its own limits (resources, statement_timeout, lock_timeout, a
+// conflict that outlived inTx's attempts); the request was not at fault.
+func isTransient(err error) bool {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return true
 	}
@@ -83,7 +88,11 @@ func isConnFailure(err error) bool {
 			return true
 		case pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03": // shutdown, cannot connect now
 			return true
-		case pgErr.Code == "53300": // too many connections
+		case strings.HasPrefix(pgErr.Code, "53"): // insufficient resources: too many connections, disk full, out of memory
+			return true
+		case pgErr.Code == "57014", pgErr.Code == "55P03": // statement_timeout or a cancel, lock_timeout
+			return true
+		case isRetryable(err): // still conflicting after inTx's attempts
 			return true
 		}
 		return false

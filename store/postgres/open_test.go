@@ -3,10 +3,13 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/store/postgres"
@@ -103,5 +106,68 @@ func TestInvalidSchema(t *testing.T) {
 	_, err := postgres.Open(t.Context(), testDSN(t), postgres.Options{Schema: "x; DROP TABLE y"})
 	if wamux.ErrorCode(err) != wamux.EInvalid {
 		t.Fatalf("bad schema name: %v, want invalid", err)
+	}
+}
+
+// TestServerTimeoutsUnavailable checks that the server giving up on a
+// statement under its own limits (statement_timeout, lock_timeout), as an
+// operator may configure them, is "unavailable" like a client deadline:
+// retrying later can succeed, the request was not at fault.
+func TestServerTimeoutsUnavailable(t *testing.T) {
+	dsn := testDSN(t)
+	for _, param := range []string{"statement_timeout", "lock_timeout"} {
+		t.Run(param, func(t *testing.T) {
+			admin, err := pgx.Connect(t.Context(), dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer admin.Close(context.Background())
+			// The schema is made without the limit, then opened with it.
+			schema := randomSchema(t)
+			s, err := postgres.Open(t.Context(), dsn, postgres.Options{Schema: schema})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+					t.Error(err)
+				}
+			}()
+			u, err := url.Parse(dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := u.Query()
+			q.Set(param, "300")
+			u.RawQuery = q.Encode()
+			s, err = postgres.Open(t.Context(), u.String(), postgres.Options{Schema: schema})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			// Another session holds the messages table until the calls
+			// below have failed.
+			tx, err := admin.Begin(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(t.Context(), "LOCK TABLE "+schema+".messages IN ACCESS EXCLUSIVE MODE"); err != nil {
+				t.Fatal(err)
+			}
+			_, err = s.GetMessage(t.Context(), "m1")
+			if wamux.ErrorCode(err) != wamux.EUnavailable {
+				t.Errorf("GetMessage: %v (code %q), want unavailable", err, wamux.ErrorCode(err))
+			}
+			_, err = s.InsertMessages(t.Context(), []wamux.Message{{ID: "m1", AccountID: "acc1", ContentHash: "h"}})
+			if wamux.ErrorCode(err) != wamux.EUnavailable {
+				t.Errorf("InsertMessages: %v (code %q), want unavailable", err, wamux.ErrorCode(err))
+			}
+			if err := tx.Rollback(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
