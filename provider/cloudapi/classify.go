@@ -246,7 +246,8 @@ func isTimeout(err error) bool {
 var errNotSent = errors.New("request not sent")
 
 // reason builds the client-safe explanation from Meta's text, which names
-// the problem but never echoes credentials.
+// the problem but never echoes credentials: valid UTF-8 without NUL bytes,
+// at most 300 bytes.
 func reason(code int, message, details string) string {
 	var b strings.Builder
 	b.WriteString(strconv.Itoa(code))
@@ -260,7 +261,9 @@ func reason(code int, message, details string) string {
 		b.WriteString(")")
 	}
 	const maxReason = 300
-	s := b.String()
+	// It is stored as the message's last_error: PostgreSQL text holds no
+	// NUL byte, which JSON can carry as \u0000.
+	s := strings.ReplaceAll(b.String(), "\x00", "")
 	if len(s) > maxReason {
 		s = strings.ToValidUTF8(s[:maxReason], "")
 	}

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/wamux/wamux/provider/cloudapi"
 )
@@ -157,5 +159,21 @@ func TestListedCodeIsTheTableOnly(t *testing.T) {
 		if got := cloudapi.ListedCode(code); got != want {
 			t.Errorf("ListedCode(%d) = %v, want %v", code, got, want)
 		}
+	}
+}
+
+// TestReasonIsStorable: a Reason becomes the message's last_error, which
+// PostgreSQL text refuses when it holds a NUL byte (the outcome's write
+// then fails as invalid and is not retried, leaving the message sending);
+// Meta's message and details may carry one as \u0000.
+func TestReasonIsStorable(t *testing.T) {
+	body := []byte(`{"error":{"message":"bad\u0000param","type":"OAuthException","code":131009,` +
+		`"error_data":{"messaging_product":"whatsapp","details":"d\u0000x"},"fbtrace_id":"A"}}`)
+	r := cloudapi.Classify(400, body, nil, nil)
+	if strings.IndexByte(r.Reason, 0) >= 0 || !utf8.ValidString(r.Reason) {
+		t.Fatalf("Reason = %q, want valid UTF-8 without NUL", r.Reason)
+	}
+	if r.Reason != "131009: badparam (dx)" {
+		t.Fatalf("Reason = %q", r.Reason)
 	}
 }

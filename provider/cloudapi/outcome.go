@@ -77,7 +77,8 @@ type Result struct {
 	// throttle (reference §2).
 	Overloaded bool
 	// Reason is a short, client-safe explanation (Meta's title and details
-	// or the transport failure). It never contains the access token.
+	// or the transport failure). It never contains the access token, and
+	// is valid UTF-8 without NUL bytes, which every store can keep.
 	Reason string
 	// Err is the underlying error, if any, for logs; like Reason it never
 	// contains the access token.
