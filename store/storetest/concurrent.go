@@ -157,6 +157,48 @@ func testConcurrent(t *testing.T, s store.Store) {
 	}
 }
 
+// testConcurrentClientSeq has writers race for one (account_id, client_seq)
+// under their own msg_ids, as two clients (or two gateways on one
+// database) may: exactly one is inserted, every other one is a conflict
+// naming it, and no call fails.
+func testConcurrentClientSeq(t *testing.T, s store.Store) {
+	const workers, rounds = 8, 10
+	for round := 1; round <= rounds; round++ {
+		results := make([]store.InsertResult, workers)
+		errs := make([]error, workers)
+		var wg sync.WaitGroup
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				r, err := s.InsertMessages(ctx(t), []wamux.Message{testMessage(fmt.Sprintf("r%d-w%d", round, w), "acc1", int64(round), "h")})
+				if errs[w] = err; err == nil {
+					results[w] = r[0]
+				}
+			}(w)
+		}
+		wg.Wait()
+		winner := ""
+		for w, r := range results {
+			must(t, errs[w])
+			if r.Outcome == store.Inserted {
+				if winner != "" {
+					t.Fatalf("round %d: seq inserted twice", round)
+				}
+				winner = fmt.Sprintf("r%d-w%d", round, w)
+			}
+		}
+		if winner == "" {
+			t.Fatalf("round %d: no writer inserted the seq", round)
+		}
+		for _, r := range results {
+			if r.Outcome != store.Inserted {
+				wantOutcome(t, r, store.Conflict, winner)
+			}
+		}
+	}
+}
+
 // testFailuresIsolated runs requests that fail (duplicate accounts, a taken
 // wamid) concurrently with requests that succeed: group commit may put them
 // in one transaction, and a failure must undo only its own request.

@@ -37,6 +37,7 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("UpdatesIsolated", func(t *testing.T) { testUpdatesIsolated(t, newStore(t)) })
 	t.Run("Settings", func(t *testing.T) { testSettings(t, newStore(t)) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, newStore(t)) })
+	t.Run("ConcurrentClientSeq", func(t *testing.T) { testConcurrentClientSeq(t, newStore(t)) })
 	t.Run("FailuresStayIsolated", func(t *testing.T) { testFailuresIsolated(t, newStore(t)) })
 	t.Run("Closed", func(t *testing.T) { testClosed(t, newStore(t)) })
 	t.Run("Pipeline", func(t *testing.T) { testPipeline(t, newStore) }) // issue 5
