@@ -106,18 +106,18 @@ func (w *worker) send(it *item) (action, time.Duration) {
 	case cloudapi.SlowDown:
 		d.metrics.throttled.WithLabelValues(w.id, throttleCodeLabel(res.Code)).Inc()
 		d.metrics.retries.WithLabelValues(w.id, "throttled").Inc()
-		lim := d.limiter.OnThrottled(w.id)
+		lim, started := d.limiter.Throttle(w.id)
 		if res.Delay > cloudapi.ThroughputDelay {
 			// 4 (app), 80007 (WABA) or a Retry-After: the wait is the
 			// account's, not only this recipient's.
-			d.limiter.CoolDown(w.id, now.Add(res.Delay))
+			started = d.limiter.CoolDown(w.id, now.Add(res.Delay)) || started
 			lim = d.limiter.Limit(w.id)
 			if res.Code == cloudapi.AppRateLimitCode {
 				d.coolDownApp(acct, now.Add(res.Delay))
 			}
 		}
 		if lim.State == wamux.AccountCooldown {
-			w.coolDown(lim.CooldownUntil)
+			w.coolDown(lim.CooldownUntil, started)
 		}
 		w.requeue(it, reason, -1)
 		return actRetry, max(res.Delay, s.BackoffBase)
@@ -133,9 +133,10 @@ func (w *worker) send(it *item) (action, time.Duration) {
 		return actRetry, delay
 
 	case cloudapi.Cooldown:
-		until := now.Add(max(res.Delay, s.CooldownMin))
-		d.limiter.CoolDown(w.id, until)
-		w.coolDown(until)
+		started := d.limiter.CoolDown(w.id, now.Add(max(res.Delay, s.CooldownMin)))
+		// A longer cooldown already running is kept, and stored.
+		until := d.limiter.Limit(w.id).CooldownUntil
+		w.coolDown(until, started)
 		d.metrics.retries.WithLabelValues(w.id, "cooldown").Inc()
 		w.requeue(it, reason, -1)
 		return actRetry, until.Sub(now)
@@ -167,8 +168,8 @@ func (w *worker) send(it *item) (action, time.Duration) {
 func (w *worker) slowDown(res cloudapi.Result) {
 	d := w.d
 	d.metrics.throttled.WithLabelValues(w.id, throttleCodeLabel(res.Code)).Inc()
-	if lim := d.limiter.OnThrottled(w.id); lim.State == wamux.AccountCooldown {
-		w.coolDown(lim.CooldownUntil)
+	if lim, started := d.limiter.Throttle(w.id); lim.State == wamux.AccountCooldown {
+		w.coolDown(lim.CooldownUntil, started)
 	}
 }
 
@@ -315,10 +316,14 @@ func (w *worker) record(u store.MessageUpdate) (bool, error) {
 	}
 }
 
-// coolDown records an account cooldown so it survives a restart.
-func (w *worker) coolDown(until time.Time) {
-	w.d.metrics.cooldowns.WithLabelValues(w.id).Inc()
-	w.d.log.Warn("account cooling down", "account_id", w.id, "until", until)
+// coolDown records an account cooldown so it survives a restart; started
+// says the answer at hand started it (wamux_account_cooldowns_total), not
+// an answer to a request in flight while it runs.
+func (w *worker) coolDown(until time.Time, started bool) {
+	if started {
+		w.d.metrics.cooldowns.WithLabelValues(w.id).Inc()
+		w.d.log.Warn("account cooling down", "account_id", w.id, "until", until)
+	}
 	ctx, cancel := bg()
 	defer cancel()
 	if _, err := w.d.store.UpdateAccount(ctx, w.id, store.AccountPatch{CooldownUntil: &until}); err != nil {
@@ -345,8 +350,8 @@ func (d *Dispatcher) coolDownApp(from wamux.Account, until time.Time) {
 	}
 	d.mu.Unlock()
 	for _, w := range peers {
-		d.limiter.CoolDown(w.id, until)
-		w.coolDown(until)
+		started := d.limiter.CoolDown(w.id, until)
+		w.coolDown(d.limiter.Limit(w.id).CooldownUntil, started)
 	}
 }
 

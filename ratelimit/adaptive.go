@@ -232,16 +232,25 @@ func (a *Adaptive) Debit(ctx context.Context, accountID string, n int) error {
 // (130429, 4 or 80007) and returns the account's new limit state, which the
 // caller may persist (CooldownUntil) and show.
 func (a *Adaptive) OnThrottled(accountID string) AccountLimit {
+	l, _ := a.Throttle(accountID)
+	return l
+}
+
+// Throttle is OnThrottled that also reports whether this throttle started
+// a cooldown. One that comes during a cooldown (a request that was in
+// flight when it started) starts none, though the state it returns is a
+// cooldown: a caller counting cooldowns counts only started ones.
+func (a *Adaptive) Throttle(accountID string) (AccountLimit, bool) {
 	minC, maxC := a.cooldownBounds()
 	s := a.account(accountID)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := a.cfg.Clock.Now()
 	if now.Before(s.cooldownUntil) {
-		return a.limit(s, now)
+		return a.limit(s, now), false
 	}
 	if !s.lastThrottle.IsZero() && now.Sub(s.lastThrottle) < a.cfg.ThrottleHold {
-		return a.limit(s, now)
+		return a.limit(s, now), false
 	}
 	ref := s.lastThrottle
 	if s.cooldownUntil.After(ref) {
@@ -269,20 +278,25 @@ func (a *Adaptive) OnThrottled(accountID string) AccountLimit {
 		// One more throttle soon after the cooldown means it was not
 		// enough: the next, longer cooldown starts at once.
 		s.streak = a.cfg.CooldownAfter - 1
+		return a.limit(s, now), true
 	}
-	return a.limit(s, now)
+	return a.limit(s, now), false
 }
 
 // CoolDown puts the account in cooldown until the given time (a
 // Retry-After from the provider, or a cooldown restored from the store after
-// a restart). It never shortens a running cooldown.
-func (a *Adaptive) CoolDown(accountID string, until time.Time) {
+// a restart). It never shortens a running cooldown. It reports whether it
+// started one: none was running, and until is in the future.
+func (a *Adaptive) CoolDown(accountID string, until time.Time) bool {
 	s := a.account(accountID)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := a.cfg.Clock.Now()
+	started := !now.Before(s.cooldownUntil) && until.After(now)
 	if until.After(s.cooldownUntil) {
 		s.cooldownUntil = until
 	}
+	return started
 }
 
 // EndCooldown ends a running cooldown now (an operator re-activated the

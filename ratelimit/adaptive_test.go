@@ -223,3 +223,31 @@ func TestAdaptiveCoolDownAndSetCooldown(t *testing.T) {
 		t.Fatalf("after SetCooldown(10s, 40s): %+v, want a 10s cooldown", l)
 	}
 }
+
+// TestAdaptiveReportsStartedCooldown: Throttle and CoolDown say whether
+// they started a cooldown; a throttle or a provider delay that comes while
+// one runs starts none (the caller counts cooldowns by this).
+func TestAdaptiveReportsStartedCooldown(t *testing.T) {
+	t.Parallel()
+	clk := ratelimittest.NewClock()
+	a := newAdaptive(t, clk, ratelimit.AdaptiveConfig{})
+	for i := range 3 {
+		l, started := a.Throttle("a")
+		if want := i == 2; started != want || (l.State == wamux.AccountCooldown) != want {
+			t.Fatalf("throttle %d: started %v, state %s", i+1, started, l.State)
+		}
+		clk.Advance(2 * time.Second)
+	}
+	if l, started := a.Throttle("a"); started || l.State != wamux.AccountCooldown {
+		t.Fatalf("throttle during the cooldown: started %v, state %s; want false, cooldown", started, l.State)
+	}
+	if a.CoolDown("a", clk.Now().Add(time.Hour)) {
+		t.Fatal("CoolDown during a running cooldown reported a start")
+	}
+	if !a.CoolDown("b", clk.Now().Add(time.Minute)) {
+		t.Fatal("CoolDown of an account not cooling down reported no start")
+	}
+	if a.CoolDown("c", clk.Now()) {
+		t.Fatal("CoolDown ending now reported a start")
+	}
+}
