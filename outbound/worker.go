@@ -254,7 +254,9 @@ func (w *worker) run(ctx context.Context) {
 			next = earliest(w.expire(), w.dispatch())
 			next = earliest(next, w.retrySeq(false))
 		}
-		w.publishDepth()
+		// The state gauge changes when a cooldown ends, with nothing
+		// queued too.
+		next = earliest(next, w.publishDepth())
 		wait := time.Hour
 		if !next.IsZero() {
 			wait = max(next.Sub(w.d.clock.Now()), 0)
@@ -292,7 +294,9 @@ func earliest(a, b time.Time) time.Time {
 	return b
 }
 
-func (w *worker) publishDepth() {
+// publishDepth sets the account's gauges and returns when the cooldown
+// it shows ends (zero: none is running).
+func (w *worker) publishDepth() time.Time {
 	w.mu.Lock()
 	w.depthSnap = w.q.depth
 	w.mu.Unlock()
@@ -303,8 +307,11 @@ func (w *worker) publishDepth() {
 	m.seqWaiting.WithLabelValues(w.id).Set(float64(w.buf.Len()))
 	m.unknownOutcomes.WithLabelValues(w.id).Set(float64(w.unknownN))
 	state := w.snapshotAccount().State
-	if state == wamux.AccountActive && w.d.limiter.Limit(w.id).CooldownUntil.After(w.d.clock.Now()) {
-		state = wamux.AccountCooldown
+	var until time.Time
+	if state == wamux.AccountActive {
+		if u := w.d.limiter.Limit(w.id).CooldownUntil; u.After(w.d.clock.Now()) {
+			state, until = wamux.AccountCooldown, u
+		}
 	}
 	for _, st := range []wamux.AccountState{wamux.AccountActive, wamux.AccountCooldown, wamux.AccountDisabled} {
 		v := 0.0
@@ -313,6 +320,7 @@ func (w *worker) publishDepth() {
 		}
 		m.accountState.WithLabelValues(w.id, string(st)).Set(v)
 	}
+	return until
 }
 
 // intake takes new messages from the inbox through the reorder buffer into
