@@ -38,8 +38,14 @@ func (systemClock) Now() time.Time { return time.Now() }
 
 // MaxInflightDefault bounds concurrent provider calls per account. At 80
 // msg/s and ~100 ms per call, 8 are busy; the bound only matters when the
-// provider stalls.
+// provider stalls. An account whose rate is higher may have one second of
+// its rate in flight (at most maxInflightCap): at 1,000 msg/s and 100 ms per
+// call, 100 are busy, and 64 would cap the account at 640/s.
 const MaxInflightDefault = 64
+
+// maxInflightCap bounds the in-flight calls of an account whatever its
+// rate: one second of the Cloud API's highest throughput (reference §3).
+const maxInflightCap = 1000
 
 // Config builds a Dispatcher. Store, Provider, Settings, Logger and
 // Registry are required.
@@ -52,7 +58,9 @@ type Config struct {
 	// Clock defaults to the wall clock; the limiters and reorder buffers
 	// use it too, so a test can move them all.
 	Clock Clock
-	// MaxInflight bounds concurrent provider calls per account.
+	// MaxInflight bounds concurrent provider calls per account; an
+	// account whose rate_per_sec is higher may have that many (at most
+	// 1,000), one second of its rate.
 	MaxInflight int
 }
 

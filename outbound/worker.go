@@ -2,6 +2,7 @@ package outbound
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -530,9 +531,10 @@ func (w *worker) dispatch() time.Time {
 	}
 	s := w.d.settings.Current()
 	gate := ratelimit.Gate{Accounts: w.d.limiter, Pairs: w.d.pairs}
+	maxIn := w.maxInflight(acct)
 	for p := 0; p < 3; p++ {
 		for len(w.q.ready[p]) > 0 {
-			if w.inflight >= w.d.maxIn {
+			if w.inflight >= maxIn {
 				return next
 			}
 			r := w.q.ready[p][0]
@@ -574,6 +576,14 @@ func (w *worker) dispatch() time.Time {
 		}
 	}
 	return next
+}
+
+// maxInflight is how many provider calls the account may have running:
+// the dispatcher's bound, or one second of the account's rate when that is
+// more, so that calls slower than the bound allows do not cap the rate.
+func (w *worker) maxInflight(a wamux.Account) int {
+	rate, _ := limitFor(a)
+	return max(w.d.maxIn, int(math.Ceil(min(rate, maxInflightCap))))
 }
 
 // compensateDisabled looks, on a disabled account, for a status that
