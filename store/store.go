@@ -16,6 +16,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/wamux/wamux"
@@ -193,6 +194,37 @@ type ReceiptStateWriter interface {
 	// when it fails. Durable in commit order (see the package comment).
 	InsertReceiptsPutStates(ctx context.Context, rs []wamux.Receipt, states []MessageState) ([]bool, error)
 }
+
+// Owner is implemented by stores a gateway process can claim for itself.
+// One gateway serves one store (the cluster backends that would let
+// several share one are not built): two dispatchers restoring and sending
+// the same queued messages would hand a msg_id to the provider twice. The
+// gateway (package app) claims its store before its dispatcher starts and
+// releases the claim after it stopped and closed the store; tools that open
+// a store for other purposes (bench, tests, migrations) do not claim it.
+type Owner interface {
+	// Claim makes the calling process the store's gateway until Release.
+	// When another process holds the claim it fails with an error wrapping
+	// ErrInUse that says which lock is taken.
+	Claim(ctx context.Context) (Claim, error)
+}
+
+// Claim is a held ownership of a store (Owner.Claim).
+type Claim interface {
+	// Lost is closed when the claim was lost for good, with Err saying
+	// why: its hold broke and another process took it before it could be
+	// taken again. The holder must stop sending at once. A claim that
+	// cannot break (a file lock) never closes it.
+	Lost() <-chan struct{}
+	// Err is why the claim was lost; nil while Lost is open.
+	Err() error
+	// Release gives the claim up; safe to call more than once.
+	Release() error
+}
+
+// ErrInUse is wrapped by Owner.Claim's error when another gateway process
+// holds the store.
+var ErrInUse = errors.New("store is in use by another wamux gateway process")
 
 // ReceiptStore keeps receipts, the merged current status per provider
 // message, the late-receipt audit and dead letters.

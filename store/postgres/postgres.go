@@ -7,6 +7,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"sync/atomic"
 	"time"
@@ -31,6 +32,12 @@ type Options struct {
 	MaxConns int32
 	// Now is the clock used for CreatedAt, UpdatedAt and similar stamps.
 	Now func() time.Time
+	// OwnerCheck is how often a Claim checks that it still holds its lock;
+	// 0 means OwnerCheckDefault.
+	OwnerCheck time.Duration
+	// Logger receives a Claim's warnings (its lock connection broke, the
+	// lock was taken again); nil discards them.
+	Logger *slog.Logger
 }
 
 // MaxConnsDefault is the pool size when Options.MaxConns is 0.

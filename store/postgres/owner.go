@@ -1,0 +1,246 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/wamux/wamux/store"
+)
+
+// OwnerCheckDefault is how often a claim checks its lock connection when
+// Options.OwnerCheck is 0.
+const OwnerCheckDefault = 5 * time.Second
+
+// ownerTimeout bounds one check or one attempt to take the lock again.
+const ownerTimeout = 10 * time.Second
+
+var _ store.Owner = (*Store)(nil)
+
+// OwnerLockKey is the session-level advisory lock key a gateway holds on
+// schema while it serves it (pg_locks shows it as classid = key>>32,
+// objid = key&0xffffffff, objsubid = 1): an FNV-1a hash of
+// "wamux:gateway:"+schema, never the migrations' key. Advisory locks are
+// per database, so the same schema in two databases does not clash.
+func OwnerLockKey(schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("wamux:gateway:" + schema))
+	key := int64(h.Sum64())
+	if key == migrationLock {
+		key ^= 1
+	}
+	return key
+}
+
+// Claim takes the schema's advisory lock (OwnerLockKey of the
+// connection's current schema) on a connection of its own, outside the
+// pool, and holds it until Release. A lock connection that breaks (the
+// server restarted, pg_terminate_backend, a network cut) loses the lock
+// with it: every Options.OwnerCheck the claim checks its connection and
+// takes the lock again on a new one; when another process holds it by
+// then, the claim is lost (Claim.Lost). While the server cannot be
+// reached it keeps trying: the store cannot be written then either.
+func (s *Store) Claim(ctx context.Context) (store.Claim, error) {
+	if s.closed.Load() {
+		return nil, errClosed
+	}
+	cfg := s.pool.Config().ConnConfig.Copy()
+	if cfg.RuntimeParams["application_name"] == "" {
+		// Shown in pg_stat_activity, and in the error of a refused claim.
+		cfg.RuntimeParams["application_name"] = "wamux gateway"
+	}
+	every := s.opts.OwnerCheck
+	if every <= 0 {
+		every = OwnerCheckDefault
+	}
+	c := &pgClaim{cfg: cfg, every: every, log: s.opts.Logger, lost: make(chan struct{}), done: make(chan struct{})}
+	if err := c.take(ctx); err != nil {
+		return nil, err
+	}
+	var watchCtx context.Context
+	watchCtx, c.stop = context.WithCancel(context.Background())
+	go c.watch(watchCtx)
+	return c, nil
+}
+
+type pgClaim struct {
+	cfg   *pgx.ConnConfig
+	every time.Duration
+	log   *slog.Logger
+
+	// Only take and watch touch these, one at a time.
+	conn  *pgx.Conn // nil while the lock is not held
+	pid   uint32    // the lock's last holding backend
+	key   int64
+	where string // database and schema, for messages
+
+	stop context.CancelFunc
+	done chan struct{}
+	once sync.Once
+
+	mu   sync.Mutex
+	err  error
+	lost chan struct{}
+}
+
+// heldError is a refused claim; pid is the backend holding the lock.
+type heldError struct {
+	pid uint32
+	msg string
+}
+
+func (e *heldError) Error() string { return e.msg }
+func (e *heldError) Unwrap() error { return store.ErrInUse }
+
+// take connects and takes the lock without waiting for it.
+func (c *pgClaim) take(ctx context.Context) error {
+	conn, err := pgx.ConnectConfig(ctx, c.cfg)
+	if err != nil {
+		return fmt.Errorf("postgres: connect for the gateway lock: %w", wrapErr(err))
+	}
+	var db, schema string
+	var pid uint32
+	if err := conn.QueryRow(ctx, "SELECT current_database(), coalesce(current_schema(), ''), pg_backend_pid()").Scan(&db, &schema, &pid); err != nil {
+		conn.Close(context.Background())
+		return fmt.Errorf("postgres: gateway lock: %w", wrapErr(err))
+	}
+	key := OwnerLockKey(schema)
+	where := fmt.Sprintf("database %s, schema %s", db, schema)
+	held := &heldError{}
+	holder := "another session"
+	for attempt := 0; attempt < 3; attempt++ {
+		var ok bool
+		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&ok); err != nil {
+			conn.Close(context.Background())
+			return fmt.Errorf("postgres: gateway lock on %s: %w", where, wrapErr(err))
+		}
+		if ok {
+			c.conn, c.pid, c.key, c.where = conn, pid, key, where
+			return nil
+		}
+		// Name the holder, so the operator can find the other gateway.
+		// One that let go in between is not found: try again.
+		var app, client string
+		err = conn.QueryRow(ctx, `SELECT l.pid, coalesce(a.application_name, ''), coalesce(host(a.client_addr), '-')
+			FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+			WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+			AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+			AND l.classid = $1::bigint::oid AND l.objid = $2::bigint::oid`,
+			int64(uint64(key)>>32), int64(uint64(key)&0xffffffff)).Scan(&held.pid, &app, &client)
+		if err == nil {
+			holder = fmt.Sprintf("backend pid %d (application %q, client %s)", held.pid, app, client)
+			break
+		}
+	}
+	conn.Close(context.Background())
+	held.msg = fmt.Sprintf("postgres: gateway lock (advisory lock %d) on %s is held by %s: %v", key, where, holder, store.ErrInUse)
+	return held
+}
+
+// watch checks the lock connection every c.every and takes the lock again
+// when the connection broke.
+func (c *pgClaim) watch(ctx context.Context) {
+	defer close(c.done)
+	defer func() {
+		if c.conn == nil {
+			return
+		}
+		// Unlock before closing: the server drops a closed session's locks
+		// only once its backend has exited, and a gateway started right
+		// after this one stopped must find the lock free.
+		uctx, cancel := context.WithTimeout(context.Background(), ownerTimeout)
+		defer cancel()
+		_, _ = c.conn.Exec(uctx, "SELECT pg_advisory_unlock($1)", c.key)
+		c.conn.Close(uctx)
+	}()
+	tick := time.NewTicker(c.every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if c.conn != nil {
+			pctx, cancel := context.WithTimeout(ctx, ownerTimeout)
+			err := c.conn.Ping(pctx)
+			cancel()
+			if err == nil || ctx.Err() != nil {
+				continue
+			}
+			c.conn.Close(context.Background())
+			c.conn = nil
+			c.logger().Warn("gateway lock connection broke; taking the lock again", "store", c.where, "err", err)
+		}
+		tctx, cancel := context.WithTimeout(ctx, ownerTimeout)
+		old := c.pid
+		err := c.take(tctx)
+		cancel()
+		var held *heldError
+		switch {
+		case err == nil:
+			c.logger().Info("gateway lock taken again", "store", c.where)
+		case ctx.Err() != nil:
+			return
+		case errors.As(err, &held) && held.pid == old:
+			// Our broken session still holds it until the server notices:
+			// no other process can have it. End that session and try again.
+			if c.terminate(ctx, old) != nil {
+				c.logger().Warn("gateway lock still held by this gateway's broken session; trying again", "store", c.where, "pid", old)
+			}
+		case errors.As(err, &held):
+			c.mu.Lock()
+			c.err = fmt.Errorf("postgres: gateway lock lost: its connection broke and another process took it: %w", err)
+			c.mu.Unlock()
+			close(c.lost)
+			return
+		default:
+			c.logger().Warn("gateway lock: cannot take the lock again yet", "store", c.where, "err", err)
+		}
+	}
+}
+
+// terminate ends backend pid, our own broken session, so that its locks
+// are released.
+func (c *pgClaim) terminate(ctx context.Context, pid uint32) error {
+	ctx, cancel := context.WithTimeout(ctx, ownerTimeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, c.cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, "SELECT pg_terminate_backend($1)", int64(pid))
+	return err
+}
+
+func (c *pgClaim) logger() *slog.Logger {
+	if c.log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return c.log
+}
+
+func (c *pgClaim) Lost() <-chan struct{} { return c.lost }
+
+func (c *pgClaim) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Release stops the checks and closes the lock connection, which releases
+// the lock.
+func (c *pgClaim) Release() error {
+	c.once.Do(func() {
+		c.stop()
+		<-c.done
+	})
+	return nil
+}

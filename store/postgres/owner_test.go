@@ -1,0 +1,192 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/wamux/wamux/store"
+	"github.com/wamux/wamux/store/postgres"
+)
+
+// claimStores opens two stores on one fresh schema, as two gateway
+// processes pointed at one URL would, checking their claims every check.
+func claimStores(t *testing.T, check time.Duration) (a, b *postgres.Store, schema string) {
+	t.Helper()
+	first := newStore(t) // owns the schema and its cleanup
+	if err := first.Pool().QueryRow(t.Context(), "SELECT current_schema()").Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	open := func() *postgres.Store {
+		s, err := postgres.Open(t.Context(), testDSN(t), postgres.Options{Schema: schema, OwnerCheck: check})
+		if err != nil {
+			t.Fatalf("open: %v", err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	return open(), open(), schema
+}
+
+// lockHolder is the backend holding schema's gateway lock, 0 for none.
+func lockHolder(t *testing.T, s *postgres.Store, schema string) uint32 {
+	t.Helper()
+	key := uint64(postgres.OwnerLockKey(schema))
+	var pid uint32
+	err := s.Pool().QueryRow(t.Context(), `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
+		AND objsubid = 1 AND classid = $1::bigint::oid AND objid = $2::bigint::oid
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+		int64(key>>32), int64(key&0xffffffff)).Scan(&pid)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+func terminate(t *testing.T, s *postgres.Store, pid uint32) {
+	t.Helper()
+	if _, err := s.Pool().Exec(t.Context(), "SELECT pg_terminate_backend($1)", int64(pid)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval
+	}
+}
+
+func notLost(t *testing.T, c store.Claim) {
+	t.Helper()
+	select {
+	case <-c.Lost():
+		t.Fatalf("claim lost: %v", c.Err())
+	default:
+	}
+}
+
+// TestClaimOneGatewayPerSchema: of two stores on one schema, only one can
+// claim it; the other is refused with ErrInUse naming the schema and the
+// holder, and succeeds once the first released. Another schema of the
+// same database is not affected.
+func TestClaimOneGatewayPerSchema(t *testing.T) {
+	a, b, schema := claimStores(t, 0)
+	ca, err := a.Claim(t.Context())
+	if err != nil {
+		t.Fatalf("first claim: %v", err)
+	}
+	defer ca.Release()
+	pid := lockHolder(t, a, schema)
+	_, err = b.Claim(t.Context())
+	if !errors.Is(err, store.ErrInUse) || !strings.Contains(err.Error(), "schema "+schema) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("pid %d", pid)) {
+		t.Fatalf("second claim: %v, want ErrInUse naming schema %s and holder pid %d", err, schema, pid)
+	}
+	other, err := newStore(t).Claim(t.Context())
+	if err != nil {
+		t.Fatalf("claim on another schema: %v", err)
+	}
+	defer other.Release()
+	if err := ca.Release(); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if err := ca.Release(); err != nil {
+		t.Fatalf("second release: %v", err)
+	}
+	cb, err := b.Claim(t.Context())
+	if err != nil {
+		t.Fatalf("claim after the first released: %v", err)
+	}
+	notLost(t, cb)
+	cb.Release()
+	if pid := lockHolder(t, a, schema); pid != 0 {
+		t.Fatalf("lock still held by pid %d after release", pid)
+	}
+}
+
+// TestClaimRetakenAfterKill: when the lock connection is killed while no
+// one else wants the lock, the claim notices and takes it again on a new
+// connection, and still keeps other stores out.
+func TestClaimRetakenAfterKill(t *testing.T) {
+	a, b, schema := claimStores(t, 20*time.Millisecond)
+	ca, err := a.Claim(t.Context())
+	if err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	defer ca.Release()
+	old := lockHolder(t, a, schema)
+	terminate(t, a, old)
+	waitFor(t, "the lock taken again", func() bool {
+		pid := lockHolder(t, a, schema)
+		return pid != 0 && pid != old
+	})
+	notLost(t, ca)
+	if _, err := b.Claim(t.Context()); !errors.Is(err, store.ErrInUse) {
+		t.Fatalf("claim while the first holds it again: %v, want ErrInUse", err)
+	}
+	notLost(t, ca)
+}
+
+// TestClaimLostToAnother: when the lock connection is killed and another
+// process takes the lock before the claim could take it again, the claim
+// is lost: Lost closes and Err says why.
+func TestClaimLostToAnother(t *testing.T) {
+	a, _, schema := claimStores(t, 20*time.Millisecond)
+	ca, err := a.Claim(t.Context())
+	if err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	defer ca.Release()
+	old := lockHolder(t, a, schema)
+	// Another process waits for the lock, so it gets it the moment the
+	// killed session lets go, before the claim can take it again.
+	other, err := pgx.Connect(t.Context(), testDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(context.Background())
+	var otherPID uint32
+	if err := other.QueryRow(t.Context(), "SELECT pg_backend_pid()").Scan(&otherPID); err != nil {
+		t.Fatal(err)
+	}
+	locked := make(chan error, 1)
+	go func() {
+		_, err := other.Exec(context.Background(), "SELECT pg_advisory_lock($1)", postgres.OwnerLockKey(schema))
+		locked <- err
+	}()
+	waitFor(t, "the other session to wait for the lock", func() bool {
+		var waiting bool
+		err := a.Pool().QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_locks
+			WHERE locktype = 'advisory' AND pid = $1 AND NOT granted)`, int64(otherPID)).Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return waiting
+	})
+	terminate(t, a, old)
+	if err := <-locked; err != nil {
+		t.Fatalf("other session's lock: %v", err)
+	}
+	select {
+	case <-ca.Lost():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the claim did not notice it lost the lock")
+	}
+	if err := ca.Err(); !errors.Is(err, store.ErrInUse) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", otherPID)) {
+		t.Fatalf("lost claim's error: %v, want ErrInUse naming pid %d", err, otherPID)
+	}
+}
