@@ -47,8 +47,15 @@ type App struct {
 	serveErr chan error
 
 	dispatcher *outbound.Dispatcher
-	settings   *settings.Manager
-	receipts   *receipts.Pipeline
+	// claim makes this process the store's only gateway (nil for a store
+	// that cannot be claimed); watchLost stops the dispatcher when the
+	// claim is lost, and reports it on fatal.
+	claim     store.Claim
+	stopWatch context.CancelFunc
+	watchDone chan struct{}
+	fatal     chan error
+	settings  *settings.Manager
+	receipts  *receipts.Pipeline
 	// closeProvider releases the Cloud API client Start made (its
 	// keep-alive connections); a no-op for a Provider given by the caller.
 	closeProvider func()
@@ -69,8 +76,14 @@ func New(cfg config.Config, log *slog.Logger) *App {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Lines logged with a request's context carry its request_id (issue 6).
 	log = slog.New(httpapi.WithRequestIDs(log.Handler()))
-	return &App{cfg: cfg, log: log, registry: reg}
+	return &App{cfg: cfg, log: log, registry: reg, fatal: make(chan error, 1)}
 }
+
+// Fatal delivers the error that ends a running gateway without a Stop:
+// the claim on its store was lost (another process took it), so its
+// dispatcher has already stopped sending. The caller should Stop the App
+// and exit non-zero; `wamux serve` does.
+func (a *App) Fatal() <-chan error { return a.fatal }
 
 // Registry is the metrics registry every part registers on.
 func (a *App) Registry() *prometheus.Registry { return a.registry }
@@ -151,6 +164,22 @@ func (a *App) Start(ctx context.Context) error {
 		return err
 	}
 	undo = append(undo, func() { st.Close() })
+
+	// One gateway per store: claim it before anything writes to it and
+	// before the dispatcher restores the queued messages it would send.
+	var claim store.Claim
+	if owner, ok := st.(store.Owner); ok {
+		claim, err = owner.Claim(ctx)
+		if errors.Is(err, store.ErrInUse) {
+			return fail(fmt.Errorf("app: store %s is in use by another wamux gateway process; one gateway serves one store: stop the other one, or give this one its own %s: %w",
+				a.storeName(), a.storeHint(), err))
+		}
+		if err != nil {
+			return fail(fmt.Errorf("app: claim store %s: %w", a.storeName(), err))
+		}
+		// Released after the store closed: nothing of ours writes then.
+		undo[0] = func() { st.Close(); claim.Release() }
+	}
 
 	set, err := settings.Load(ctx, st, a.log)
 	if err != nil {
@@ -237,6 +266,8 @@ func (a *App) Start(ctx context.Context) error {
 	}
 	a.store, a.listener, a.dispatcher, a.settings = st, ln, disp, set
 	a.receipts, a.closeProvider = pipe, closeProvider
+	a.claim = claim
+	a.watchLost(disp)
 	// Every phase of a connection is bounded, so a client that trickles
 	// its request, never reads the answer or idles cannot hold a socket
 	// and a goroutine for ever. WriteTimeout runs from the end of the
@@ -274,6 +305,8 @@ func (a *App) Stop(ctx context.Context) error {
 		return nil
 	}
 	a.started = false
+	a.stopWatch()
+	<-a.watchDone // a dispatcher stopped on a lost claim has drained
 	dispatcherStopped := make(chan error, 1)
 	go func() { dispatcherStopped <- a.dispatcher.Stop(ctx) }()
 	var errs []error
@@ -294,9 +327,68 @@ func (a *App) Stop(ctx context.Context) error {
 	if err := a.store.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close store: %w", err))
 	}
+	if a.claim != nil { // last: nothing of ours writes to the store any more
+		if err := a.claim.Release(); err != nil {
+			errs = append(errs, fmt.Errorf("release store: %w", err))
+		}
+	}
 	errs = a.logCutShort(ctx, errs)
 	a.log.Info("wamux stopped")
 	return errors.Join(errs...)
+}
+
+// watchLost stops the dispatcher as soon as the claim on the store is
+// lost: another gateway process owns the store now and sends its queued
+// messages, so this one must start no provider call more. The rest (the
+// API, receipts) runs on until Stop; Fatal tells the caller to stop.
+func (a *App) watchLost(disp *outbound.Dispatcher) {
+	var ctx context.Context
+	ctx, a.stopWatch = context.WithCancel(context.Background())
+	a.watchDone = make(chan struct{})
+	var lost <-chan struct{}
+	if a.claim != nil {
+		lost = a.claim.Lost()
+	}
+	go func() {
+		defer close(a.watchDone)
+		select {
+		case <-ctx.Done():
+			return
+		case <-lost:
+		}
+		err := fmt.Errorf("app: lost the claim on store %s; stopped sending: %w", a.storeName(), a.claim.Err())
+		a.log.Error("another process took over the store; this gateway stopped sending and must be stopped", "err", err)
+		bound := time.Duration(a.cfg.ShutdownTimeout)
+		if bound <= 0 {
+			bound = config.ShutdownTimeoutDefault
+		}
+		c, cancel := context.WithTimeout(context.Background(), bound)
+		defer cancel()
+		if err := disp.Stop(c); err != nil {
+			a.log.Warn("dispatcher stop after the lost claim", "err", err)
+		}
+		select {
+		case a.fatal <- err:
+		default: // an earlier run's loss nobody read
+		}
+	}()
+}
+
+// storeName names the store in messages; a PostgreSQL URL without its
+// password.
+func (a *App) storeName() string {
+	if a.cfg.Store == "sqlite" {
+		return "sqlite " + filepath.Join(a.cfg.DataDir, SQLiteFile)
+	}
+	return a.cfg.RedactedStore()
+}
+
+// storeHint names the setting that gives a gateway a store of its own.
+func (a *App) storeHint() string {
+	if a.cfg.Store == "sqlite" {
+		return "data dir (--data-dir / WAMUX_DATA_DIR)"
+	}
+	return "database or schema (search_path in the store URL)"
 }
 
 // logCutShort logs the drains that ctx ended and returns the other errors.
@@ -328,7 +420,7 @@ func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (store.
 		return st, nil
 	}
 	if strings.HasPrefix(cfg.Store, "postgres://") || strings.HasPrefix(cfg.Store, "postgresql://") {
-		st, err := postgres.Open(ctx, cfg.Store, postgres.Options{})
+		st, err := postgres.Open(ctx, cfg.Store, postgres.Options{Logger: log})
 		if err != nil {
 			// The DSN may hold a password: name only the redacted form.
 			return nil, fmt.Errorf("app: open postgres %s: %w", cfg.RedactedStore(), err)

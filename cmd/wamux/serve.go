@@ -17,7 +17,9 @@ import (
 )
 
 // runServe runs the gateway until ctx is cancelled (SIGINT/SIGTERM), then
-// drains within the configured bound and returns 0.
+// drains within the configured bound and returns 0. A gateway that lost
+// its claim on the store (another process took it) stops the same way
+// and returns 1.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg, err := config.Load(args, os.Getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -41,9 +43,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	// Tests and scripts read this line to find the port when listening on :0.
 	fmt.Fprintf(stdout, "wamux: listening on http://%s\n", a.Addr())
-	for ctx.Err() == nil {
+	var lost error
+	for ctx.Err() == nil && lost == nil {
 		select {
 		case <-ctx.Done():
+		case lost = <-a.Fatal():
+			// Another process took the store over; the dispatcher has
+			// already stopped sending. Stop the rest and exit non-zero.
+			log.Error("stopping: this gateway no longer owns its store", "err", lost)
 		case <-hup:
 			if err := a.Reload(ctx); err != nil {
 				log.Error("reload on SIGHUP failed; settings unchanged", "err", err)
@@ -55,6 +62,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	defer cancel()
 	if err := a.Stop(stopCtx); err != nil {
 		log.Error("shutdown incomplete", "err", err)
+		return 1
+	}
+	if lost != nil {
 		return 1
 	}
 	return 0
