@@ -188,10 +188,15 @@ func normalizeWebhook(hook *cloudapi.Webhook, lookup func(phoneID string) (strin
 		Type      string `json:"type"`
 		Timestamp string `json:"timestamp"`
 	}
+	type unknownError struct {
+		Code  int    `json:"code"`
+		Title string `json:"title,omitempty"`
+	}
 	type unknownValue struct {
 		PhoneNumberID string           `json:"phone_number_id"`
 		Statuses      []unknownStatus  `json:"statuses,omitempty"`
 		Messages      []unknownMessage `json:"messages,omitempty"`
+		Errors        []unknownError   `json:"errors,omitempty"`
 	}
 	var unknown []unknownValue
 	for _, e := range hook.Entry {
@@ -222,6 +227,11 @@ func normalizeWebhook(hook *cloudapi.Webhook, lookup func(phoneID string) (strin
 				}
 				for _, m := range v.Messages {
 					u.Messages = append(u.Messages, unknownMessage{ID: m.ID, Type: m.Type, Timestamp: m.Timestamp})
+				}
+				for _, e := range v.Errors {
+					// Top-level errors of a known number are dead letters
+					// of their own (provider_error); these would be lost.
+					u.Errors = append(u.Errors, unknownError{Code: e.Code, Title: e.Title})
 				}
 				unknown = append(unknown, u)
 				continue
