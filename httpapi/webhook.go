@@ -76,8 +76,9 @@ func (s *Server) handleWebhookVerify(w http.ResponseWriter, r *http.Request) {
 // on the raw bytes before anything is parsed; the answer is 200 only once
 // every status, inbound message and dead letter it carried is durable, so
 // Meta redelivers anything we could not keep. Poison inside a signed
-// notification (a status without id, a bad timestamp) is dead-lettered and
-// still answered 200: redelivering it would never help. A notification
+// notification (a status without id, a bad timestamp, an inbound message
+// whose id no store can key) is dead-lettered and still answered 200:
+// redelivering it would never help. A notification
 // none of whose phone numbers belong to an account is refused (404) and
 // nothing is stored, so Meta keeps it until the account is added; beside
 // a known number, an unknown one's statuses go to a dead letter. Changes
@@ -256,11 +257,12 @@ func normalizeWebhook(hook *cloudapi.Webhook, lookup func(phoneID string) (strin
 				n.receipts = append(n.receipts, r)
 			}
 			for _, m := range v.Messages {
-				if m.ID == "" {
-					dead("invalid_inbound", account, "inbound message without an id", map[string]string{"type": m.Type})
+				in := store.InboundMessage{AccountID: account, WAMID: m.ID, Type: m.Type, ReceivedAt: now}
+				if err := receipts.NormalizeInbound(&in); err != nil {
+					// Not the user's text or number, as for an unknown number.
+					dead("invalid_inbound", account, wamux.ErrorMessage(err), map[string]string{"id": m.ID, "type": m.Type, "timestamp": m.Timestamp})
 					continue
 				}
-				in := store.InboundMessage{AccountID: account, WAMID: m.ID, Type: m.Type, ReceivedAt: now}
 				if secs, err := strconv.ParseInt(m.Timestamp, 10, 64); err == nil {
 					in.SentAt = time.Unix(secs, 0).UTC()
 				}

@@ -16,6 +16,10 @@ func FuzzNormalizeWebhook(f *testing.F) {
 	f.Add([]byte(`{"object":"whatsapp_business_account","entry":[{"id":"1","changes":[{"field":"messages","value":{"metadata":{"phone_number_id":"p1"},"statuses":[{"id":"wamid.1","status":"sent","timestamp":"1750030073"},{"id":"wamid.1","status":"failed","timestamp":"1750030080","errors":[{"code":131049,"title":"x"}]}]}}]}]}`))
 	f.Add([]byte(`{"object":"whatsapp_business_account","entry":[{"changes":[{"value":{"metadata":{"phone_number_id":"p2"},"statuses":[{"id":"w","status":"read","timestamp":"1"}]}},{"value":{"metadata":{"phone_number_id":"p1"},"messages":[{"id":"in","type":"text","timestamp":"x"}],"errors":[{"code":131000}]}}]}]}`))
 	f.Add([]byte(`{"entry":[{"changes":[{"value":{"metadata":{"phone_number_id":"p1"},"statuses":[{"id":"","status":"played","timestamp":"-5"},{"id":"w","status":"delivered","timestamp":"99999999999999999"}]}}]}]}`))
+	// Reference §4 shapes: a group recipient, untracked status values,
+	// top-level errors beside an unknown number, inbound ids no store keeps.
+	f.Add([]byte(`{"object":"whatsapp_business_account","entry":[{"id":"1","changes":[{"field":"messages","value":{"metadata":{"phone_number_id":"p1"},"statuses":[{"id":"wamid.G","status":"read","timestamp":"1750030080","recipient_id":"120363025246125486@g.us","recipient_type":"group","recipient_participant_id":"1"},{"id":"wamid.D","status":"deleted","timestamp":"1750030080"},{"id":"wamid.H","status":"held_for_quality_assessment","timestamp":"1750030080"}]}},{"field":"messages","value":{"metadata":{"phone_number_id":"p2"},"errors":[{"code":131000,"title":"Something went wrong"}]}},{"field":"message_template_status_update","value":{"event":"APPROVED","message_template_id":1}}]}]}`))
+	f.Add([]byte(`{"object":"whatsapp_business_account","entry":[{"changes":[{"field":"messages","value":{"metadata":{"phone_number_id":"p1"},"messages":[{"id":"wamid.N\u0000","type":"text","timestamp":"1750030100"},{"id":" ","type":"te\u0000xt"},{"id":"wamid.OK","type":"reaction","timestamp":"1750030100"}]}}]}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		hook, err := cloudapi.ParseWebhook(body)
 		if err != nil {

@@ -2,13 +2,27 @@ package httpapi_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/httpapi"
 	"github.com/wamux/wamux/provider/cloudapi"
+	"github.com/wamux/wamux/receipts"
 	"github.com/wamux/wamux/store"
+	"github.com/wamux/wamux/store/postgres"
+	"github.com/wamux/wamux/store/sqlite"
 )
 
 // Payload shapes of reference §4 (statuses, inbound, async errors), the
@@ -309,6 +323,124 @@ func TestWebhookReferenceShapes(t *testing.T) {
 						t.Logf("dead letter: %s %s", d.Reason, d.Payload)
 					}
 					t.Errorf("dead letter %q with %q: %d of two deliveries found", w.reason, w.payload, matched)
+				}
+			}
+		})
+	}
+}
+
+// backends are real SQLite always, and PostgreSQL when WAMUX_TEST_POSTGRES
+// names a server.
+func receiptBackends(t *testing.T) map[string]func(t *testing.T) store.Store {
+	bs := map[string]func(t *testing.T) store.Store{"sqlite": func(t *testing.T) store.Store {
+		st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "wamux.db"), sqlite.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}}
+	dsn := os.Getenv("WAMUX_TEST_POSTGRES")
+	if dsn == "" {
+		t.Log("WAMUX_TEST_POSTGRES is not set: PostgreSQL not tested")
+		return bs
+	}
+	bs["postgres"] = func(t *testing.T) store.Store {
+		rnd := make([]byte, 6)
+		_, _ = rand.Read(rnd)
+		schema := "wamux_hook_" + hex.EncodeToString(rnd)
+		st, err := postgres.Open(context.Background(), dsn, postgres.Options{Schema: schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			st.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			conn, err := pgx.Connect(ctx, dsn)
+			if err != nil {
+				t.Errorf("drop schema: %v", err)
+				return
+			}
+			defer conn.Close(ctx)
+			if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+				t.Errorf("drop schema: %v", err)
+			}
+		})
+		return st
+	}
+	return bs
+}
+
+// receiptBundleOn is newReceiptBundle on the given store.
+func receiptBundleOn(t *testing.T, st store.Store) *receiptBundle {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := st.CreateAccount(ctx, wamux.Account{ID: "acc1", PhoneNumberID: phoneID, AccessToken: testToken,
+		BaseURL: wamux.DefaultBaseURL, RatePerSec: 80, Burst: 80, State: wamux.AccountActive}); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	log := slog.New(httpapi.WithRequestIDs(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	reg := prometheus.NewRegistry()
+	pipe, err := receipts.New(receipts.Config{Store: st, Registry: reg, Logger: log, BatchWait: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pipe.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pipe.Stop(context.Background()) })
+	api, err := httpapi.New(httpapi.Config{Store: st, Registry: reg, APIKeys: []string{testKey}, Logger: log,
+		Receipts: pipe, AppSecret: appSecret, VerifyToken: verifyToken, StoreTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	return &receiptBundle{bundle: &bundle{srv: srv, store: st, logs: logs}, pipe: pipe}
+}
+
+// An inbound message whose id or type no store can keep (a NUL byte, an
+// id longer than any wamid) is poison: dead-lettered and answered 200,
+// like a status that cannot be read, while the rest of the notification
+// is kept. Answering 500 would have Meta redeliver it for 7 days, and
+// every delivery fail the same way.
+func TestWebhookInboundPoison(t *testing.T) {
+	for name, open := range receiptBackends(t) {
+		t.Run(name, func(t *testing.T) {
+			b := receiptBundleOn(t, open(t))
+			ctx := context.Background()
+			long := "wamid." + strings.Repeat("A", 3000)
+			body := []byte(value(`"statuses":[{"id":"wamid.S","status":"sent","timestamp":"1750030073","recipient_id":"1"}],
+				"messages":[{"from":"1","id":"wamid.N\u0000UL","timestamp":"1750030100","type":"text","text":{"body":"a"}},
+				{"from":"1","id":"` + long + `","timestamp":"1750030100","type":"text","text":{"body":"b"}},
+				{"from":"1","id":"wamid.T","timestamp":"1750030100","type":"te\u0000xt"},
+				{"from":"1","id":"wamid.GOOD","timestamp":"1750030100","type":"text","text":{"body":"c"}}]`))
+			for i := 0; i < 2; i++ {
+				r := b.webhook(t, body, cloudapi.Sign(body, appSecret))
+				if r.status != http.StatusOK || strings.TrimSpace(string(r.body)) != `{"inbound":1,"receipts":1}` {
+					t.Fatalf("delivery %d: %d %s, want 200 with one inbound and one receipt", i, r.status, r.body)
+				}
+			}
+			b.flush(t)
+			if n, err := b.store.AddInboundMessages(ctx, []store.InboundMessage{{AccountID: "acc1", WAMID: "wamid.GOOD", Type: "text"}}); err != nil || n != 0 {
+				t.Errorf("wamid.GOOD was not kept (adding it again added %d, %v)", n, err)
+			}
+			states, err := b.store.GetStates(ctx, []store.StateKey{{AccountID: "acc1", MessageID: "wamid.S"}})
+			if err != nil || states[store.StateKey{AccountID: "acc1", MessageID: "wamid.S"}].Type != wamux.ReceiptSent {
+				t.Errorf("wamid.S state %+v (%v), want sent", states, err)
+			}
+			dead, err := b.store.ListDeadLetters(ctx, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(dead) != 6 {
+				t.Errorf("%d dead letters, want the three poison messages of each delivery", len(dead))
+			}
+			for _, d := range dead {
+				if d.Source != "webhook" || d.AccountID != "acc1" || !strings.Contains(d.Reason, "inbound message") {
+					t.Errorf("dead letter %+v", d)
 				}
 			}
 		})

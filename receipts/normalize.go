@@ -62,6 +62,29 @@ func Normalize(r *wamux.Receipt) error {
 	return nil
 }
 
+// NormalizeInbound checks an inbound message from outside as Normalize
+// does a receipt: an id no store can key (empty, longer than maxIDLen, a
+// NUL byte or invalid UTF-8; PostgreSQL refuses the last two, and its
+// primary-key index a very long id) or a type it cannot hold would fail
+// the whole write every time it is delivered again.
+func NormalizeInbound(m *store.InboundMessage) error {
+	m.WAMID = strings.TrimSpace(m.WAMID)
+	switch {
+	case m.WAMID == "":
+		return wamux.Errorf(wamux.EInvalid, "inbound message without an id")
+	case len(m.WAMID) > maxIDLen:
+		return wamux.Errorf(wamux.EInvalid, "inbound message id is longer than %d bytes", maxIDLen)
+	case len(m.Type) > maxIDLen:
+		return wamux.Errorf(wamux.EInvalid, "inbound message type is longer than %d bytes", maxIDLen)
+	}
+	for _, f := range []struct{ name, v string }{{"id", m.WAMID}, {"type", m.Type}} {
+		if strings.IndexByte(f.v, 0) >= 0 || !utf8.ValidString(f.v) {
+			return wamux.Errorf(wamux.EInvalid, "inbound message %s holds a NUL byte or invalid UTF-8", f.name)
+		}
+	}
+	return nil
+}
+
 // DeadLetter keeps input that cannot be processed, with why; reason is a
 // short fixed name (the metric label), d.Reason the full text.
 func (p *Pipeline) DeadLetter(ctx context.Context, reason string, ds []store.DeadLetter) error {
