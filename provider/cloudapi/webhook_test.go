@@ -80,3 +80,27 @@ func TestStatusReceiptRejectsBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestParseWebhookIgnoresOtherFieldsShapes: another subscription's change
+// sharing the callback URL may use a name of ours with another type (here
+// errors as an object, metadata as a string). It is ignored, and the
+// statuses beside it still count; a "messages" change of a wrong shape is
+// still refused.
+func TestParseWebhookIgnoresOtherFieldsShapes(t *testing.T) {
+	body := `{"object":"whatsapp_business_account","entry":[{"id":"w","changes":[` +
+		`{"field":"account_update","value":{"errors":{"code":1},"metadata":"x"}},` +
+		`{"field":"messages","value":{"metadata":{"phone_number_id":"p"},"statuses":[{"id":"wamid.x","status":"sent","timestamp":"1"}]}}]}]}`
+	w, err := cloudapi.ParseWebhook([]byte(body))
+	if err != nil {
+		t.Fatalf("refused: %v", err)
+	}
+	c := w.Entry[0].Changes
+	if len(c) != 2 || c[0].Field != "account_update" || len(c[0].Value.Errors) != 0 ||
+		c[1].Value.Metadata.PhoneNumberID != "p" || len(c[1].Value.Statuses) != 1 || c[1].Value.Statuses[0].ID != "wamid.x" {
+		t.Fatalf("parsed %+v", w)
+	}
+	bad := `{"object":"whatsapp_business_account","entry":[{"changes":[{"field":"messages","value":{"errors":{"code":1}}}]}]}`
+	if _, err := cloudapi.ParseWebhook([]byte(bad)); err == nil {
+		t.Fatal("a messages change with errors as an object was accepted")
+	}
+}
