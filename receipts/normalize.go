@@ -35,13 +35,9 @@ func Normalize(r *wamux.Receipt) error {
 	case len(r.CallbackData) > maxCallbackChars && utf8.RuneCountInString(r.CallbackData) > maxCallbackChars:
 		return wamux.Errorf(wamux.EInvalid, "callback data is longer than %d characters", maxCallbackChars)
 	}
-	for _, f := range []struct{ name, v string }{{"message_id", r.MessageID}, {"account_id", r.AccountID},
-		{"callback data", r.CallbackData}, {"recipient", r.Recipient}, {"error title", r.ErrorTitle}} {
-		// PostgreSQL's text holds neither; the store would refuse the
-		// receipt after it was accepted.
-		if strings.IndexByte(f.v, 0) >= 0 || !utf8.ValidString(f.v) {
-			return wamux.Errorf(wamux.EInvalid, "%s holds a NUL byte or invalid UTF-8", f.name)
-		}
+	if err := checkStorable(textField{"message_id", r.MessageID}, textField{"account_id", r.AccountID},
+		textField{"callback data", r.CallbackData}, textField{"recipient", r.Recipient}, textField{"error title", r.ErrorTitle}); err != nil {
+		return err
 	}
 	if _, err := wamux.ParseReceiptType(string(r.Type)); err != nil {
 		return err
@@ -77,9 +73,19 @@ func NormalizeInbound(m *store.InboundMessage) error {
 	case len(m.Type) > maxIDLen:
 		return wamux.Errorf(wamux.EInvalid, "inbound message type is longer than %d bytes", maxIDLen)
 	}
-	for _, f := range []struct{ name, v string }{{"id", m.WAMID}, {"type", m.Type}} {
+	return checkStorable(textField{"inbound message id", m.WAMID}, textField{"inbound message type", m.Type})
+}
+
+// textField is a string from outside and its name in an error.
+type textField struct{ name, v string }
+
+// checkStorable refuses a NUL byte or invalid UTF-8 in any of fields:
+// PostgreSQL's text holds neither, so the store would refuse the input
+// after it was accepted, and every redelivery of it again.
+func checkStorable(fields ...textField) error {
+	for _, f := range fields {
 		if strings.IndexByte(f.v, 0) >= 0 || !utf8.ValidString(f.v) {
-			return wamux.Errorf(wamux.EInvalid, "inbound message %s holds a NUL byte or invalid UTF-8", f.name)
+			return wamux.Errorf(wamux.EInvalid, "%s holds a NUL byte or invalid UTF-8", f.name)
 		}
 	}
 	return nil
