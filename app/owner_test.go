@@ -2,13 +2,10 @@ package app_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"io"
 	"log/slog"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,6 +17,7 @@ import (
 	"github.com/wamux/wamux/config"
 	"github.com/wamux/wamux/store"
 	"github.com/wamux/wamux/store/postgres"
+	"github.com/wamux/wamux/store/postgres/pgtest"
 )
 
 func newApp(cfg config.Config) *app.App {
@@ -69,32 +67,11 @@ func TestOneGatewayPerSQLiteStore(t *testing.T) {
 // dropped when the test ends.
 func pgStoreURL(t *testing.T) (string, string) {
 	t.Helper()
-	dsn := os.Getenv("WAMUX_TEST_POSTGRES")
+	dsn := pgtest.DSN()
 	if dsn == "" {
 		t.Skip("WAMUX_TEST_POSTGRES is not set")
 	}
-	b := make([]byte, 6)
-	rand.Read(b)
-	schema := "wamux_test_" + hex.EncodeToString(b)
-	conn, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatalf("WAMUX_TEST_POSTGRES is set but PostgreSQL does not answer: %v", err)
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(t.Context(), "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), dsn)
-		if err != nil {
-			t.Errorf("drop schema: %v", err)
-			return
-		}
-		defer c.Close(context.Background())
-		if _, err := c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema: %v", err)
-		}
-	})
+	schema := pgtest.Schema(t, dsn, "wamux_test_")
 	u, err := url.Parse(dsn)
 	if err != nil {
 		t.Fatal(err)

@@ -2,18 +2,14 @@ package httpapi_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wamux/wamux"
@@ -21,7 +17,7 @@ import (
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/receipts"
 	"github.com/wamux/wamux/store"
-	"github.com/wamux/wamux/store/postgres"
+	"github.com/wamux/wamux/store/postgres/pgtest"
 	"github.com/wamux/wamux/store/sqlite"
 )
 
@@ -340,35 +336,13 @@ func receiptBackends(t *testing.T) map[string]func(t *testing.T) store.Store {
 		t.Cleanup(func() { st.Close() })
 		return st
 	}}
-	dsn := os.Getenv("WAMUX_TEST_POSTGRES")
+	dsn := pgtest.DSN()
 	if dsn == "" {
 		t.Log("WAMUX_TEST_POSTGRES is not set: PostgreSQL not tested")
 		return bs
 	}
-	bs["postgres"] = func(t *testing.T) store.Store {
-		rnd := make([]byte, 6)
-		_, _ = rand.Read(rnd)
-		schema := "wamux_hook_" + hex.EncodeToString(rnd)
-		st, err := postgres.Open(context.Background(), dsn, postgres.Options{Schema: schema})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			st.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			conn, err := pgx.Connect(ctx, dsn)
-			if err != nil {
-				t.Errorf("drop schema: %v", err)
-				return
-			}
-			defer conn.Close(ctx)
-			if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-				t.Errorf("drop schema: %v", err)
-			}
-		})
-		return st
-	}
+	bs["postgres"] = func(t *testing.T) store.Store { return pgtest.Open(t, dsn, "wamux_hook_") }
+
 	return bs
 }
 

@@ -2,21 +2,18 @@ package receipts_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/receipts"
 	"github.com/wamux/wamux/store"
-	"github.com/wamux/wamux/store/postgres"
+	"github.com/wamux/wamux/store/postgres/pgtest"
 	"github.com/wamux/wamux/store/sqlite"
 )
 
@@ -48,29 +45,7 @@ func openSQLite(t testing.TB) store.Store {
 
 func openPostgres(t testing.TB) store.Store {
 	t.Helper()
-	dsn := os.Getenv("WAMUX_TEST_POSTGRES")
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	schema := "wamux_rcpt_" + hex.EncodeToString(b)
-	st, err := postgres.Open(context.Background(), dsn, postgres.Options{Schema: schema})
-	if err != nil {
-		t.Fatalf("open postgres: %v", err)
-	}
-	t.Cleanup(func() {
-		st.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("drop schema: %v", err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("drop schema: %v", err)
-		}
-	})
-	return st
+	return pgtest.Open(t, pgtest.DSN(), "wamux_rcpt_")
 }
 
 // startPipeline builds and starts a pipeline with quick batching and
