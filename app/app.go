@@ -178,7 +178,7 @@ func (a *App) Start(ctx context.Context) error {
 			return fail(fmt.Errorf("app: claim store %s: %w", a.storeName(), err))
 		}
 		// Released after the store closed: nothing of ours writes then.
-		undo[0] = func() { st.Close(); claim.Release() }
+		undo[len(undo)-1] = func() { st.Close(); claim.Release() } // the store's own undo, above
 	}
 
 	set, err := settings.Load(ctx, st, a.log)
