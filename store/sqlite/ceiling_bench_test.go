@@ -156,3 +156,173 @@ func BenchmarkWALFsync(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "fsyncs/s")
 }
+
+// BenchmarkReceiptLayouts compares, under the workload of
+// BenchmarkRawReceiptRows (messages with three receipts each, arriving
+// round by round, in key order, 100 rows a statement, 2,000 a
+// transaction), the cost per receipt of three ways to store receipts:
+//
+//   - "row-per-receipt": message_receipts as the migrations leave it, a
+//     row per receipt (what the store does);
+//   - "row-per-message": one row per message with a column per receipt
+//     type, NULL until that receipt arrives, written by an upsert: the
+//     record grows with each receipt;
+//   - "row-per-message-fixed": the same, but every type's columns hold a
+//     placeholder of the same width from the start, so an upsert rewrites
+//     the record in place.
+//
+// It measures the one structural lever left for the receipt pipeline's
+// writer (docs/BENCHMARKS.md, twentieth session): how much of a receipt's
+// row cost a layout by message could save, before any of the pipeline's
+// other work.
+//
+//	go test ./store/sqlite -run '^$' -bench ReceiptLayouts -benchtime 900000x
+func BenchmarkReceiptLayouts(b *testing.B) {
+	const t0 = 1767225600000
+	// A millisecond time needs six bytes in an SQLite record; so does the
+	// placeholder, the largest six-byte integer.
+	const placeholder = 1<<47 - 1
+	types := []string{"sent", "delivered", "read", "failed"}
+	layouts := []struct {
+		name string
+		ddl  string
+		// stmt returns the statement for n rows of receipt type k.
+		stmt func(k, n int) string
+		// row appends the arguments of message seq's receipt.
+		row func(args []any, seq int64, k int) []any
+		// stored counts the receipts stored.
+		stored string
+	}{
+		{
+			name: "row-per-receipt",
+			ddl:  receiptTableDDL(b),
+			stmt: func(_, n int) string {
+				return `INSERT INTO message_receipts (seq, entry, event_time, callback_data, recipient, error_code,
+					error_title, source, stamp, applied) VALUES ` + valueRows(10, n) + ` ON CONFLICT DO NOTHING`
+			},
+			row: func(args []any, seq int64, k int) []any {
+				return append(args, seq, types[k], t0+seq, "msg-"+strconv.FormatInt(seq, 10), "16505551234",
+					int64(0), "", "webhook", int64(t0), int64(t0))
+			},
+			stored: `SELECT count(*) FROM message_receipts`,
+		},
+		{
+			name: "row-per-message",
+			ddl: `CREATE TABLE by_message (seq INTEGER PRIMARY KEY, t_sent INTEGER, t_delivered INTEGER,
+				t_read INTEGER, t_failed INTEGER, applied INTEGER, stamp INTEGER, callback_data TEXT NOT NULL,
+				recipient TEXT NOT NULL, error_code INTEGER NOT NULL, error_title TEXT NOT NULL, source TEXT NOT NULL)`,
+			stmt: func(k, n int) string {
+				c := "t_" + types[k]
+				return `INSERT INTO by_message (seq, ` + c + `, applied, stamp, callback_data, recipient, error_code,
+					error_title, source) VALUES ` + valueRows(9, n) + ` ON CONFLICT (seq) DO UPDATE SET ` +
+					c + ` = excluded.` + c + `, applied = excluded.applied, stamp = excluded.stamp WHERE ` + c + ` IS NULL`
+			},
+			row: func(args []any, seq int64, _ int) []any {
+				return append(args, seq, t0+seq, int64(t0), int64(t0), "msg-"+strconv.FormatInt(seq, 10),
+					"16505551234", int64(0), "", "webhook")
+			},
+			stored: `SELECT count(t_sent) + count(t_delivered) + count(t_read) FROM by_message`,
+		},
+		{
+			name: "row-per-message-fixed",
+			ddl: `CREATE TABLE by_message (seq INTEGER PRIMARY KEY,
+				t_sent INTEGER, t_delivered INTEGER, t_read INTEGER, t_failed INTEGER,
+				a_sent INTEGER, a_delivered INTEGER, a_read INTEGER, a_failed INTEGER,
+				s_sent INTEGER, s_delivered INTEGER, s_read INTEGER, s_failed INTEGER,
+				callback_data TEXT NOT NULL, recipient TEXT NOT NULL, error_code INTEGER NOT NULL,
+				error_title TEXT NOT NULL, source TEXT NOT NULL)`,
+			stmt: func(k, n int) string {
+				var cols, vals, set []string
+				for j, t := range types {
+					for _, p := range []string{"t_", "a_", "s_"} {
+						cols = append(cols, p+t)
+						if j == k {
+							vals = append(vals, "?")
+							set = append(set, p+t+" = excluded."+p+t)
+						} else {
+							vals = append(vals, strconv.Itoa(placeholder))
+						}
+					}
+				}
+				row := "(?," + strings.Join(vals, ",") + ",?,?,?,?,?)"
+				return `INSERT INTO by_message (seq, ` + strings.Join(cols, ", ") + `, callback_data, recipient,
+					error_code, error_title, source) VALUES ` + strings.TrimSuffix(strings.Repeat(row+",", n), ",") +
+					` ON CONFLICT (seq) DO UPDATE SET ` + strings.Join(set, ", ")
+			},
+			row: func(args []any, seq int64, _ int) []any {
+				return append(args, seq, t0+seq, int64(t0), int64(t0), "msg-"+strconv.FormatInt(seq, 10),
+					"16505551234", int64(0), "", "webhook")
+			},
+			stored: `SELECT sum((t_sent <> ` + strconv.Itoa(placeholder) + `) + (t_delivered <> ` +
+				strconv.Itoa(placeholder) + `) + (t_read <> ` + strconv.Itoa(placeholder) + `)) FROM by_message`,
+		},
+	}
+	for _, l := range layouts {
+		b.Run(l.name, func(b *testing.B) {
+			const perStmt, perTx = 100, 2000
+			msgs := (b.N + 2) / 3
+			db, err := sql.Open("sqlite", filepath.Join(b.TempDir(), "layout.db")+
+				"?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=cache_size(-32768)")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer db.Close()
+			db.SetMaxOpenConns(1)
+			if _, err := db.Exec(l.ddl); err != nil {
+				b.Fatal(err)
+			}
+			stmts := make([]*sql.Stmt, 3)
+			for k := range stmts {
+				if stmts[k], err = db.Prepare(l.stmt(k, perStmt)); err != nil {
+					b.Fatal(err)
+				}
+				defer stmts[k].Close()
+			}
+			args := make([]any, 0, perStmt*18)
+			b.ResetTimer()
+			var tx *sql.Tx
+			inTx := 0
+			// Receipt i is of message i mod msgs, type i / msgs; a
+			// statement holds one type's, padded with repeats of its last.
+			for i := 0; i < b.N; {
+				k := (i / msgs) % 3
+				end := min(i+perStmt, b.N, (i/msgs+1)*msgs)
+				if tx == nil {
+					if tx, err = db.Begin(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				args = args[:0]
+				for j := i; j < i+perStmt; j++ {
+					args = l.row(args, int64(min(j, end-1)%msgs)+1, k)
+				}
+				if _, err := tx.Stmt(stmts[k]).Exec(args...); err != nil {
+					b.Fatal(err)
+				}
+				inTx += end - i
+				i = end
+				if inTx >= perTx || i == b.N {
+					if err := tx.Commit(); err != nil {
+						b.Fatal(err)
+					}
+					tx, inTx = nil, 0
+				}
+			}
+			b.StopTimer()
+			var n int
+			if err := db.QueryRow(l.stored).Scan(&n); err != nil {
+				b.Fatal(err)
+			}
+			if n != b.N {
+				b.Fatalf("%d receipts stored, want %d", n, b.N)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "receipts/s")
+		})
+	}
+}
+
+// valueRows returns n parenthesised rows of cols placeholders each.
+func valueRows(cols, n int) string {
+	row := "(" + strings.TrimSuffix(strings.Repeat("?,", cols), ",") + "),"
+	return strings.TrimSuffix(strings.Repeat(row, n), ",")
+}
