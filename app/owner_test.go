@@ -170,7 +170,7 @@ func TestLostPostgresClaimStopsTheGateway(t *testing.T) {
 		t.Fatalf("other session's lock: %v", err)
 	}
 	select {
-	case err := <-a.Fatal(): // within postgres.OwnerCheckDefault
+	case err := <-a.Fatal(): // at once: the lock session ended
 		t.Log(err)
 		if !errors.Is(err, store.ErrInUse) || strings.Contains(err.Error(), "hunter2") {
 			t.Fatalf("fatal: %v, want ErrInUse without the password", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
@@ -14,12 +15,22 @@ import (
 	"github.com/wamux/wamux/store"
 )
 
-// OwnerCheckDefault is how often a claim checks its lock connection when
-// Options.OwnerCheck is 0.
+// OwnerCheckDefault is how often a claim pings its lock connection when
+// Options.OwnerCheck is 0. A connection the server ends is noticed at once
+// without it; the ping is for a path that went silent (see pgClaim.hold).
 const OwnerCheckDefault = 5 * time.Second
 
 // ownerTimeout bounds one check or one attempt to take the lock again.
 const ownerTimeout = 10 * time.Second
+
+// ownerRetry is how soon a claim that could not take its lock again after
+// a break tries once more (at most every Options.OwnerCheck): the process
+// sends without the lock meanwhile, so the gap is kept short.
+const ownerRetry = 500 * time.Millisecond
+
+// ownerKeepAlive probes an idle lock connection at the TCP level, so that a
+// dead path fails the connection's blocked read even between pings.
+var ownerKeepAlive = net.KeepAliveConfig{Enable: true, Idle: 10 * time.Second, Interval: 5 * time.Second, Count: 3}
 
 var _ store.Owner = (*Store)(nil)
 
@@ -42,10 +53,22 @@ func OwnerLockKey(schema string) int64 {
 // connection's current schema) on a connection of its own, outside the
 // pool, and holds it until Release. A lock connection that breaks (the
 // server restarted, pg_terminate_backend, a network cut) loses the lock
-// with it: every Options.OwnerCheck the claim checks its connection and
-// takes the lock again on a new one; when another process holds it by
-// then, the claim is lost (Claim.Lost). While the server cannot be
-// reached it keeps trying: the store cannot be written then either.
+// with it, at once on the server. The claim keeps that connection blocked
+// in a read, so a session the server ends is noticed at once, and pings it
+// every Options.OwnerCheck for a path that went silent. It then takes the
+// lock again on a new connection, right away and every ownerRetry while it
+// cannot; when another process holds it by then, the claim is lost
+// (Claim.Lost). While the server cannot be reached it keeps trying: the
+// store cannot be written then either, and every send writes first.
+//
+// The rule this gives: only one process holds the lock at a time, but a
+// holder believes it owns the store from the break until it notices the
+// break and takes the lock again or finds it taken. That gap is what the
+// transport allows: a session the server ended is noticed at once; a
+// silent path within Options.OwnerCheck plus ownerTimeout, or the TCP
+// keepalive (ownerKeepAlive). A gateway that starts in the gap takes the
+// store and this one reports the loss at its next attempt, a moment later;
+// one that also stopped within the gap is not noticed.
 func (s *Store) Claim(ctx context.Context) (store.Claim, error) {
 	if s.closed.Load() {
 		return nil, errClosed
@@ -55,6 +78,10 @@ func (s *Store) Claim(ctx context.Context) (store.Claim, error) {
 		// Shown in pg_stat_activity, and in the error of a refused claim.
 		cfg.RuntimeParams["application_name"] = "wamux gateway"
 	}
+	// ConnectTimeout (connect_timeout) still bounds the connect: pgx
+	// applies it to the context as well.
+	dialer := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAliveConfig: ownerKeepAlive}
+	cfg.DialFunc = dialer.DialContext
 	every := s.opts.OwnerCheck
 	if every <= 0 {
 		every = OwnerCheckDefault
@@ -143,8 +170,8 @@ func (c *pgClaim) take(ctx context.Context) error {
 	return held
 }
 
-// watch checks the lock connection every c.every and takes the lock again
-// when the connection broke.
+// watch holds the lock connection until it breaks and then takes the lock
+// again, until ctx ends or the claim is lost.
 func (c *pgClaim) watch(ctx context.Context) {
 	defer close(c.done)
 	defer func() {
@@ -159,24 +186,22 @@ func (c *pgClaim) watch(ctx context.Context) {
 		_, _ = c.conn.Exec(uctx, "SELECT pg_advisory_unlock($1)", c.key)
 		c.conn.Close(uctx)
 	}()
-	tick := time.NewTicker(c.every)
-	defer tick.Stop()
+	retry := min(ownerRetry, c.every)
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
 		if c.conn != nil {
-			pctx, cancel := context.WithTimeout(ctx, ownerTimeout)
-			err := c.conn.Ping(pctx)
-			cancel()
-			if err == nil || ctx.Err() != nil {
-				continue
+			err := c.hold(ctx)
+			if ctx.Err() != nil {
+				return
 			}
 			c.conn.Close(context.Background())
 			c.conn = nil
 			c.logger().Warn("gateway lock connection broke; taking the lock again", "store", c.where, "err", err)
+		} else {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(retry):
+			}
 		}
 		tctx, cancel := context.WithTimeout(ctx, ownerTimeout)
 		old := c.pid
@@ -202,6 +227,34 @@ func (c *pgClaim) watch(ctx context.Context) {
 			return
 		default:
 			c.logger().Warn("gateway lock: cannot take the lock again yet", "store", c.where, "err", err)
+		}
+	}
+}
+
+// hold returns when the lock connection broke, with why, or when ctx
+// ended. It keeps the connection blocked in a read (no LISTEN: nothing is
+// expected to arrive), so the server ending the session (a terminate, a
+// shutdown) fails the read at once. Every c.every the read gives way to a
+// ping, for a path that went silent: one goroutine does both, as a pgx
+// connection serves one call at a time.
+func (c *pgClaim) hold(ctx context.Context) error {
+	for {
+		wctx, cancel := context.WithTimeout(ctx, c.every)
+		err := c.conn.PgConn().WaitForNotification(wctx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err == nil: // a notification nobody should send
+			continue
+		case !errors.Is(err, context.DeadlineExceeded):
+			return err
+		}
+		pctx, cancel := context.WithTimeout(ctx, ownerTimeout)
+		err = c.conn.Ping(pctx)
+		cancel()
+		if err != nil {
+			return err
 		}
 	}
 }

@@ -141,6 +141,46 @@ func TestClaimRetakenAfterKill(t *testing.T) {
 	notLost(t, ca)
 }
 
+// waitingForLock connects another session and has it wait for schema's
+// gateway lock, so it gets the lock the moment its holder lets go, before
+// a claim can take it again. It returns the session's backend pid and a
+// channel that reports when it got the lock.
+func waitingForLock(t *testing.T, s *postgres.Store, schema string) (uint32, <-chan error) {
+	t.Helper()
+	other, err := pgx.Connect(t.Context(), testDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var otherPID uint32
+	if err := other.QueryRow(t.Context(), "SELECT pg_backend_pid()").Scan(&otherPID); err != nil {
+		t.Fatal(err)
+	}
+	locked := make(chan error, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, err := other.Exec(context.Background(), "SELECT pg_advisory_lock($1)", postgres.OwnerLockKey(schema))
+		locked <- err
+	}()
+	t.Cleanup(func() {
+		// Ends the wait too, should the lock never have come free
+		// (t.Context is done by now).
+		_, _ = s.Pool().Exec(context.Background(), "SELECT pg_terminate_backend($1)", int64(otherPID))
+		<-done
+		other.Close(context.Background())
+	})
+	waitFor(t, "the other session to wait for the lock", func() bool {
+		var waiting bool
+		err := s.Pool().QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_locks
+			WHERE locktype = 'advisory' AND pid = $1 AND NOT granted)`, int64(otherPID)).Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return waiting
+	})
+	return otherPID, locked
+}
+
 // TestClaimLostToAnother: when the lock connection is killed and another
 // process takes the lock before the claim could take it again, the claim
 // is lost: Lost closes and Err says why.
@@ -152,31 +192,7 @@ func TestClaimLostToAnother(t *testing.T) {
 	}
 	defer ca.Release()
 	old := lockHolder(t, a, schema)
-	// Another process waits for the lock, so it gets it the moment the
-	// killed session lets go, before the claim can take it again.
-	other, err := pgx.Connect(t.Context(), testDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close(context.Background())
-	var otherPID uint32
-	if err := other.QueryRow(t.Context(), "SELECT pg_backend_pid()").Scan(&otherPID); err != nil {
-		t.Fatal(err)
-	}
-	locked := make(chan error, 1)
-	go func() {
-		_, err := other.Exec(context.Background(), "SELECT pg_advisory_lock($1)", postgres.OwnerLockKey(schema))
-		locked <- err
-	}()
-	waitFor(t, "the other session to wait for the lock", func() bool {
-		var waiting bool
-		err := a.Pool().QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_locks
-			WHERE locktype = 'advisory' AND pid = $1 AND NOT granted)`, int64(otherPID)).Scan(&waiting)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return waiting
-	})
+	otherPID, locked := waitingForLock(t, a, schema)
 	terminate(t, a, old)
 	if err := <-locked; err != nil {
 		t.Fatalf("other session's lock: %v", err)
@@ -189,4 +205,94 @@ func TestClaimLostToAnother(t *testing.T) {
 	if err := ca.Err(); !errors.Is(err, store.ErrInUse) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", otherPID)) {
 		t.Fatalf("lost claim's error: %v, want ErrInUse naming pid %d", err, otherPID)
 	}
+}
+
+// TestClaimLossNoticedWithoutCheck: a lock session the server ends is
+// noticed at once, not at the next periodic check: with the check an hour
+// away, the claim still reports the lock lost to another process, and
+// takes it again when no one else wanted it. Between the server ending the
+// session and the claim noticing, a second gateway could have started and
+// sent the same messages as this one.
+func TestClaimLossNoticedWithoutCheck(t *testing.T) {
+	// Far below the check interval: only noticing the break at once passes.
+	const noticeWithin = 30 * time.Second
+
+	t.Run("lost", func(t *testing.T) {
+		a, _, schema := claimStores(t, time.Hour)
+		ca, err := a.Claim(t.Context())
+		if err != nil {
+			t.Fatalf("claim: %v", err)
+		}
+		defer ca.Release()
+		old := lockHolder(t, a, schema)
+		otherPID, locked := waitingForLock(t, a, schema)
+		terminate(t, a, old)
+		if err := <-locked; err != nil {
+			t.Fatalf("other session's lock: %v", err)
+		}
+		select {
+		case <-ca.Lost():
+		case <-time.After(noticeWithin):
+			t.Fatal("the claim did not notice that its lock session ended")
+		}
+		if err := ca.Err(); !errors.Is(err, store.ErrInUse) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", otherPID)) {
+			t.Fatalf("lost claim's error: %v, want ErrInUse naming pid %d", err, otherPID)
+		}
+	})
+
+	t.Run("retaken", func(t *testing.T) {
+		a, b, schema := claimStores(t, time.Hour)
+		ca, err := a.Claim(t.Context())
+		if err != nil {
+			t.Fatalf("claim: %v", err)
+		}
+		defer ca.Release()
+		old := lockHolder(t, a, schema)
+		terminate(t, a, old)
+		deadline := time.Now().Add(noticeWithin)
+		for {
+			if pid := lockHolder(t, a, schema); pid != 0 && pid != old {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the claim did not take its lock again after its session ended")
+			}
+			time.Sleep(10 * time.Millisecond) // polling interval
+		}
+		notLost(t, ca)
+		if _, err := b.Claim(t.Context()); !errors.Is(err, store.ErrInUse) {
+			t.Fatalf("claim while the first holds it again: %v, want ErrInUse", err)
+		}
+	})
+}
+
+// TestClaimPingsBetweenWaits: the lock connection waits in a read and
+// gives way to a ping every check; the read it left must leave the
+// connection usable, so pings keep coming from the same session and the
+// lock is never taken again.
+func TestClaimPingsBetweenWaits(t *testing.T) {
+	a, _, schema := claimStores(t, 10*time.Millisecond)
+	ca, err := a.Claim(t.Context())
+	if err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	defer ca.Release()
+	pid := lockHolder(t, a, schema)
+	pings := map[time.Time]bool{}
+	waitFor(t, "three pings on the lock session", func() bool {
+		var started time.Time
+		err := a.Pool().QueryRow(t.Context(), `SELECT query_start FROM pg_stat_activity
+			WHERE pid = $1 AND query = '-- ping'`, int64(pid)).Scan(&started)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatal(err)
+		}
+		if err == nil {
+			pings[started] = true
+		}
+		return len(pings) >= 3
+	})
+	if got := lockHolder(t, a, schema); got != pid {
+		t.Fatalf("lock holder %d, want the first session %d still", got, pid)
+	}
+	notLost(t, ca)
 }

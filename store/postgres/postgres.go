@@ -32,8 +32,9 @@ type Options struct {
 	MaxConns int32
 	// Now is the clock used for CreatedAt, UpdatedAt and similar stamps.
 	Now func() time.Time
-	// OwnerCheck is how often a Claim checks that it still holds its lock;
-	// 0 means OwnerCheckDefault.
+	// OwnerCheck is how often a Claim pings its lock connection, to notice
+	// a path that went silent; a session the server ends is noticed at
+	// once without it. 0 means OwnerCheckDefault.
 	OwnerCheck time.Duration
 	// Logger receives a Claim's warnings (its lock connection broke, the
 	// lock was taken again); nil discards them.
