@@ -24,8 +24,8 @@ const OwnerCheckDefault = 5 * time.Second
 const ownerTimeout = 10 * time.Second
 
 // ownerRetry is how soon a claim that could not take its lock again after
-// a break tries once more (at most every Options.OwnerCheck): the process
-// sends without the lock meanwhile, so the gap is kept short.
+// a break tries once more (Options.OwnerCheck when that is shorter): the
+// process believes it owns the store meanwhile, so the gap is kept short.
 const ownerRetry = 500 * time.Millisecond
 
 // ownerKeepAlive probes an idle lock connection at the TCP level, so that a
