@@ -13,6 +13,7 @@ const (
 	PairIntervalDefault = 6 * time.Second // one message per 6 s per recipient
 	PairBurstDefault    = 45              // Meta allows bursts of up to 45 in 6 s
 	SlowDelayDefault    = 30 * time.Second
+	PacedHoldDefault    = time.Minute
 	MaxRecordsDefault   = 1_000_000
 	MaxBodyBytes        = 1 << 20
 	maxBatch            = 1000
@@ -131,6 +132,23 @@ type Faults struct {
 	// WebhookReorder sends a message's statuses in reverse order (read
 	// before delivered, sent last), timestamps unchanged.
 	WebhookReorder float64
+	// Paced is the chance that an accepted template send is paced, as
+	// Meta paces marketing and utility templates (reference §1, §8): the
+	// 200 answer says "message_status":"held_for_quality_assessment"
+	// instead of "accepted", and the message's status webhooks come
+	// PacedHold later than they otherwise would. Text and other free-form
+	// sends are never paced. A paced send counts toward the limits as any
+	// accepted one. Drawn after the answer faults and independently of
+	// them: pacing is about the message, not the transport.
+	Paced float64
+	// PacedHold is the extra time a paced message is held before its
+	// statuses start; default 1 min.
+	PacedHold time.Duration
+	// PacedDrop is the chance that a paced message is dropped after the
+	// hold instead of sent. The reference does not say what Meta sends
+	// then, so the simulator sends nothing at all: the message never gets
+	// a status webhook.
+	PacedDrop float64
 }
 
 // Webhooks configures status notifications. With URL empty none are sent.
@@ -260,11 +278,18 @@ func (f *Faults) check() error {
 	if f.SlowDelay <= 0 {
 		f.SlowDelay = SlowDelayDefault
 	}
+	if f.PacedHold < 0 {
+		return fmt.Errorf("sim: paced hold %v is negative", f.PacedHold)
+	}
+	if f.PacedHold == 0 {
+		f.PacedHold = PacedHoldDefault
+	}
 	for name, p := range map[string]float64{
 		"server error": f.ServerError, "slow accept": f.SlowAccept,
 		"reset": f.Reset, "reset after accept": f.ResetAfterAccept,
 		"server error after accept": f.ServerErrorAfterAccept,
 		"webhook duplicate":         f.WebhookDuplicate, "webhook reorder": f.WebhookReorder,
+		"paced": f.Paced, "paced drop": f.PacedDrop,
 	} {
 		if p < 0 || p > 1 {
 			return fmt.Errorf("sim: %s probability %v is outside [0, 1]", name, p)

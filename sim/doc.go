@@ -4,7 +4,8 @@
 // It answers POST /{version}/{phone_number_id}/messages with Meta's success
 // and error shapes, enforces the per-number throughput and the pair rate
 // limit, emits signed status webhooks (batched, retried, optionally
-// duplicated, reordered and delayed), injects send faults, and records the
+// duplicated, reordered and delayed), injects send faults, paces template
+// sends (held_for_quality_assessment, statuses held or never sent), and records the
 // ground truth: what each number accepted, in what order, and which
 // biz_opaque_callback_data it accepted twice. Users' messages to a number
 // (Inbound, POST /sim/numbers/{id}/inbound) count against its throughput,

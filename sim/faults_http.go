@@ -23,6 +23,9 @@ type faultsJSON struct {
 	LatencyMax             string          `json:"latency_max"`
 	WebhookDuplicate       float64         `json:"webhook_duplicate"`
 	WebhookReorder         float64         `json:"webhook_reorder"`
+	Paced                  float64         `json:"paced"`
+	PacedHold              string          `json:"paced_hold"`
+	PacedDrop              float64         `json:"paced_drop"`
 }
 
 func (j faultsJSON) faults() (Faults, error) {
@@ -30,6 +33,7 @@ func (j faultsJSON) faults() (Faults, error) {
 		ServerError: j.ServerError, SlowAccept: j.SlowAccept, Reset: j.Reset, ResetAfterAccept: j.ResetAfterAccept,
 		ServerErrorAfterAccept: j.ServerErrorAfterAccept, Codes: j.Codes,
 		WebhookDuplicate: j.WebhookDuplicate, WebhookReorder: j.WebhookReorder,
+		Paced: j.Paced, PacedDrop: j.PacedDrop,
 	}
 	for _, d := range []struct {
 		name string
@@ -38,6 +42,7 @@ func (j faultsJSON) faults() (Faults, error) {
 	}{
 		{"slow_delay", j.SlowDelay, &f.SlowDelay}, {"retry_after", j.RetryAfter, &f.RetryAfter},
 		{"latency_min", j.LatencyMin, &f.Latency.Min}, {"latency_max", j.LatencyMax, &f.Latency.Max},
+		{"paced_hold", j.PacedHold, &f.PacedHold},
 	} {
 		if d.in == "" {
 			continue

@@ -19,10 +19,16 @@ type hookStatus struct {
 // delivered and maybe read, or failed; each after a draw from the delay
 // range. Faults may reverse their order (timestamps keep the true order,
 // as with Meta's concurrent delivery) or duplicate some. The caller holds
-// nb.mu, so draws come from the number's seeded source in order.
+// nb.mu, so draws come from the number's seeded source in order. A paced
+// message's statuses all move by the hold, timestamps too: Meta sends the
+// message only when the hold ends.
 func (s *Server) plan(nb *number, m Message) []hookStatus {
 	wc, fc := &s.cfg.Webhooks, &nb.faults
 	wallNow := time.Now()
+	var hold time.Duration
+	if m.Paced {
+		hold = fc.PacedHold
+	}
 	var kinds []string
 	if nb.chance(wc.FailProbability) {
 		kinds = []string{"failed"}
@@ -40,7 +46,7 @@ func (s *Server) plan(nb *number, m Message) []hookStatus {
 		}
 	}
 	offsets := make([]time.Duration, len(kinds))
-	var at time.Duration
+	at := hold
 	for i := range kinds {
 		at += nb.between(wc.Delay)
 		offsets[i] = at

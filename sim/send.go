@@ -24,6 +24,11 @@ type Message struct {
 	AcceptedAt    time.Time `json:"accepted_at"`
 	// Duplicate is true when this callback data had been accepted before.
 	Duplicate bool `json:"duplicate,omitempty"`
+	// Paced is true when the send was answered held_for_quality_assessment
+	// (Faults.Paced); PacedDropped when the held message was then dropped
+	// and never got a status.
+	Paced        bool `json:"paced,omitempty"`
+	PacedDropped bool `json:"paced_dropped,omitempty"`
 	// Body is the request body exactly as received.
 	Body json.RawMessage `json:"body"`
 }
@@ -206,6 +211,16 @@ func (s *Server) decide(nb *number, req *sendRequest, apiErr *apiError, body []b
 		Seq: s.seq.Add(1), WAMID: s.newWAMID(nb.id), PhoneNumberID: nb.id, To: req.To, Type: req.Type,
 		CallbackData: req.BizOpaqueCallbackData, AcceptedAt: now, Body: body,
 	}
+	// Last, and only for templates, so that a seed replays the same run as
+	// before pacing existed when no template is paced.
+	if req.Type == "template" && nb.chance(fc.Paced) {
+		msg.Paced = true
+		nb.st.faults["paced"]++
+		if nb.chance(fc.PacedDrop) {
+			msg.PacedDropped = true
+			nb.st.faults["paced_dropped"]++
+		}
+	}
 	if msg.CallbackData != "" && !s.callbacks.add(msg.CallbackData) {
 		msg.Duplicate = true
 		nb.st.duplicates++
@@ -218,7 +233,7 @@ func (s *Server) decide(nb *number, req *sendRequest, apiErr *apiError, body []b
 		s.recordsDropped.Add(1)
 	}
 	var plan []hookStatus
-	if s.hooks != nil {
+	if s.hooks != nil && !msg.PacedDropped {
 		plan = s.plan(nb, msg)
 	}
 	return msg, f, plan, nil
@@ -265,7 +280,11 @@ func writeAccepted(w http.ResponseWriter, m Message) {
 	b = append(b, waID(m.To)...)
 	b = append(b, `"}],"messages":[{"id":"`...)
 	b = append(b, m.WAMID...)
-	b = append(b, `","message_status":"accepted"}]}`...)
+	if m.Paced {
+		b = append(b, `","message_status":"held_for_quality_assessment"}]}`...)
+	} else {
+		b = append(b, `","message_status":"accepted"}]}`...)
+	}
 	h := w.Header()
 	h["Content-Type"] = jsonContentType
 	h["Content-Length"] = []string{strconv.Itoa(len(b))}

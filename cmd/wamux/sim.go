@@ -110,6 +110,9 @@ func simFlags(stderr io.Writer) (*flag.FlagSet, *simOptions) {
 	fs.DurationVar(&f.Latency.Max, "latency-max", 0, "longest added latency of every answer")
 	fs.Float64Var(&f.WebhookDuplicate, "fault-dup-webhook", 0, "probability that a status webhook is sent twice")
 	fs.Float64Var(&f.WebhookReorder, "fault-reorder-webhook", 0, "probability that a message's statuses arrive in reverse order (read before delivered, sent last)")
+	fs.Float64Var(&f.Paced, "fault-paced", 0, "probability that a template send is paced: answered \"message_status\":\"held_for_quality_assessment\" (still accepted, counted against the limits), its statuses held for --paced-hold")
+	fs.DurationVar(&f.PacedHold, "paced-hold", sim.PacedHoldDefault, "extra delay before a paced message's first status")
+	fs.Float64Var(&f.PacedDrop, "paced-drop", 0, "probability that a paced message is dropped after the hold: it never gets a status webhook")
 
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed for fault and webhook draws (same seed, same sequential run)")
 	fs.IntVar(&c.MaxRecords, "max-records", sim.MaxRecordsDefault, "accepted messages kept for /sim/messages (counting goes on beyond)")

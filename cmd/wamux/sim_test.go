@@ -35,7 +35,7 @@ func TestSimHelpDocumentsEveryFlag(t *testing.T) {
 }
 
 func TestSimBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"--number", "nocolon"}, {"--fault-code", "x=1"}, {"--fault-5xx", "2"}, {"extra"}} {
+	for _, args := range [][]string{{"--number", "nocolon"}, {"--fault-code", "x=1"}, {"--fault-5xx", "2"}, {"--fault-paced", "2"}, {"--paced-drop", "-1"}, {"--paced-hold", "-1s"}, {"extra"}} {
 		if code := runSim(context.Background(), args, io.Discard, io.Discard); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
