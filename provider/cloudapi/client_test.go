@@ -92,6 +92,27 @@ func TestSendAcceptedTemplate(t *testing.T) {
 	}
 }
 
+// TestSendPacedTemplate: a template Meta paces is answered
+// held_for_quality_assessment; it is accepted all the same (a wamid,
+// nothing to retry), and Paced says so. A plain accepted one is not.
+func TestSendPacedTemplate(t *testing.T) {
+	_, dest := startSim(t, sim.Config{Faults: sim.Faults{Paced: 1}})
+	c := newClient(t, cloudapi.Config{})
+	tpl := wamux.Message{ID: "msg-paced", To: "15551234567", Type: "template",
+		Payload: []byte(`{"name":"order_update","language":{"code":"en_US"}}`)}
+	r := c.Send(context.Background(), dest, tpl)
+	if r.Outcome != cloudapi.Accepted || r.WAMID == "" || r.MessageStatus != cloudapi.MessageHeld || !r.Paced() || r.Delay != 0 {
+		t.Fatalf("paced template: %+v", r)
+	}
+	// Text is never paced.
+	if r := c.Send(context.Background(), dest, textMsg("msg-text", "15551234568")); r.Outcome != cloudapi.Accepted || r.Paced() {
+		t.Fatalf("text: %+v", r)
+	}
+	if (cloudapi.Result{Outcome: cloudapi.Unknown, MessageStatus: cloudapi.MessageHeld}).Paced() {
+		t.Fatal("Paced on an outcome other than Accepted")
+	}
+}
+
 // TestSendClasses drives the simulator into each outcome class and checks
 // the classification and the delay the client reports.
 func TestSendClasses(t *testing.T) {

@@ -51,13 +51,19 @@ func (o Outcome) String() string {
 	return "invalid"
 }
 
+// MessageHeld is the message_status Meta answers when it paces a
+// marketing or utility template (reference §1, §8): the message is
+// accepted, but Meta holds it and later sends it, its statuses coming
+// late, or drops it.
+const MessageHeld = "held_for_quality_assessment"
+
 // Result is the classified outcome of one send attempt.
 type Result struct {
 	Outcome Outcome
 	// WAMID is Meta's message id; set only when Outcome is Accepted.
 	WAMID string
 	// MessageStatus is Meta's messages[0].message_status ("accepted" or
-	// "held_for_quality_assessment"); it may be empty.
+	// MessageHeld); it may be empty.
 	MessageStatus string
 	// Delay is how long to wait before the next attempt the outcome allows
 	// (for the recipient when PairLimit, for the account when SlowDown or
@@ -83,4 +89,11 @@ type Result struct {
 	// Err is the underlying error, if any, for logs; like Reason it never
 	// contains the access token.
 	Err error
+}
+
+// Paced reports whether Meta accepted the message but holds it for
+// quality assessment (MessageHeld). It is still accepted: nothing is to
+// be retried, but its statuses may come late or never.
+func (r Result) Paced() bool {
+	return r.Outcome == Accepted && r.MessageStatus == MessageHeld
 }
