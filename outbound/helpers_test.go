@@ -56,6 +56,7 @@ type env struct {
 	d        *outbound.Dispatcher
 	reg      *prometheus.Registry
 	dbPath   string
+	log      *slog.Logger
 }
 
 type envOpts struct {
@@ -67,6 +68,8 @@ type envOpts struct {
 	// wrapStore wraps the store the dispatcher sees (the test reads the
 	// real one).
 	wrapStore func(store.Store) store.Store
+	// logger receives the dispatcher's logs; default discards.
+	logger *slog.Logger
 }
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -76,7 +79,10 @@ func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, n
 func newEnv(t *testing.T, o envOpts) *env {
 	t.Helper()
 	ctx := context.Background()
-	e := &env{t: t, dbPath: o.dbPath}
+	e := &env{t: t, dbPath: o.dbPath, log: o.logger}
+	if e.log == nil {
+		e.log = quietLog()
+	}
 	if e.dbPath == "" {
 		e.dbPath = filepath.Join(t.TempDir(), "wamux.db")
 	}
@@ -132,7 +138,7 @@ func (e *env) start() {
 	e.t.Helper()
 	e.reg = prometheus.NewRegistry()
 	d, err := outbound.New(outbound.Config{Store: e.dstore, Provider: e.provider, Settings: e.settings,
-		Logger: quietLog(), Registry: e.reg, Clock: e.clock})
+		Logger: e.log, Registry: e.reg, Clock: e.clock})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ type metrics struct {
 	submitted     *prometheus.CounterVec
 	duplicates    prometheus.Counter
 	sends         *prometheus.CounterVec
+	paced         *prometheus.CounterVec
 	retries       *prometheus.CounterVec
 	resends       *prometheus.CounterVec
 	throttled     *prometheus.CounterVec
@@ -56,6 +57,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		sends: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wamux_sends_total", Help: "Provider send attempts by account and classified result.",
 		}, []string{"account", "result"}),
+		paced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wamux_sends_paced_total", Help: "Accepted sends Meta answered held_for_quality_assessment (template pacing): their statuses come late, or never if Meta drops them.",
+		}, []string{"account"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wamux_send_retries_total", Help: "Messages put back for another attempt, by account and reason.",
 		}, []string{"account", "reason"}),
@@ -103,7 +107,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "wamux_account_state", Help: "1 for the account's current state (active, cooldown, disabled), 0 for the others.",
 		}, []string{"account", "state"}),
 	}
-	for _, c := range []prometheus.Collector{m.submitted, m.duplicates, m.sends, m.retries, m.resends, m.throttled,
+	for _, c := range []prometheus.Collector{m.submitted, m.duplicates, m.sends, m.paced, m.retries, m.resends, m.throttled,
 		m.cooldowns, m.queueDepth, m.seqWaiting, m.seqWait, m.gapsSkipped, m.held, m.shed,
 		m.acceptLatency, m.reroutes, m.unknownOutcomes, m.accountState} {
 		if err := reg.Register(c); err != nil {

@@ -86,6 +86,14 @@ func (w *worker) send(it *item) (action, time.Duration) {
 	case cloudapi.Accepted:
 		w.finish(it, wamux.StatusAccepted, res.WAMID, nil)
 		d.metrics.acceptLatency.WithLabelValues(it.msg.Priority.String()).Observe(now.Sub(it.msg.CreatedAt).Seconds())
+		if res.Paced() {
+			// Accepted all the same, and resolved by its statuses as any
+			// message; but they come only when Meta ends the hold, or
+			// never when it drops the message, which only this shows.
+			d.metrics.paced.WithLabelValues(w.id).Inc()
+			d.log.Info("send paced by the provider: held for quality assessment, its statuses may come late or never",
+				"account_id", w.id, "msg_id", it.msg.ID, "wamid", res.WAMID)
+		}
 		return actDone, 0
 
 	case cloudapi.Permanent:
