@@ -88,3 +88,45 @@ func TestPatchCooldownShownFromTheStore(t *testing.T) {
 		t.Fatalf("GET after PATCH state=cooldown = %s, want cooldown until %v", r.body, until)
 	}
 }
+
+// TestPatchActiveEndsCooldownAndRateKeepsIt: a PATCH that changes only the
+// rate leaves a running cooldown alone (the account stays paused, its end
+// unchanged); PATCH state=active ends it at once, and the message waiting
+// for it goes out. The send pipeline cannot tell the two apart from the
+// stored account (a cooldown the gateway has just started may not be
+// stored yet), so the API says which one it is.
+func TestPatchActiveEndsCooldownAndRateKeepsIt(t *testing.T) {
+	g := newGateway(t)
+	until := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
+	if code, a := g.call("PATCH", "/v1/accounts/acc", `{"state":"cooldown","cooldown_until":"`+until.Format(time.RFC3339Nano)+`"}`); code != 200 || a["state"] != "cooldown" {
+		t.Fatalf("PATCH state=cooldown = %d %v", code, a)
+	}
+	code, out := g.call("POST", "/v1/messages", `{"biz_type":"t","account_id":"acc","to":"15551238888","type":"text","text":{"body":"after the pause"}}`)
+	if code != 202 {
+		t.Fatalf("submit = %d %v", code, out)
+	}
+	id := out["msg_id"].(string)
+
+	code, a := g.call("PATCH", "/v1/accounts/acc", `{"rate_per_sec":50}`)
+	if code != 200 || a["state"] != "cooldown" || a["rate_per_sec"] != 50.0 {
+		t.Fatalf("PATCH rate_per_sec = %d %v, want 200, rate 50, still in cooldown", code, a)
+	}
+	if got, _ := time.Parse(time.RFC3339Nano, a["cooldown_until"].(string)); !got.Equal(until) {
+		t.Fatalf("cooldown_until after a rate-only PATCH = %v, want %v", a["cooldown_until"], until)
+	}
+	if n := len(g.h.Sim.Messages("900100", "")); n != 0 {
+		t.Fatalf("%d messages sent during the cooldown", n)
+	}
+
+	if code, a := g.call("PATCH", "/v1/accounts/acc", `{"state":"active"}`); code != 200 || a["state"] != "active" || a["cooldown_until"] != nil {
+		t.Fatalf("PATCH state=active = %d %v, want 200, active, no cooldown_until", code, a)
+	}
+	waitFor(t, "the waiting message sent once the cooldown is ended", 20*time.Second, func() bool {
+		_, m := g.call("GET", "/v1/messages/"+id, "")
+		switch m["status"] {
+		case "accepted", "sent", "delivered", "read":
+			return true
+		}
+		return false
+	})
+}

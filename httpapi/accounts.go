@@ -123,7 +123,7 @@ func (s *Server) handleCreateAccount(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, "create account", err)
 		return
 	}
-	s.accountChanged(r, created)
+	s.accountChanged(r, created, false)
 	s.logger(r).Info("account created", "account_id", created.ID, "rate_per_sec", created.RatePerSec, "burst", created.Burst)
 	w.Header().Set("Location", "/v1/accounts/"+url.PathEscape(created.ID))
 	writeJSON(w, http.StatusCreated, s.accountView(created))
@@ -263,7 +263,7 @@ func (s *Server) handlePatchAccount(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, "update account", err)
 		return
 	}
-	s.accountChanged(r, after)
+	s.accountChanged(r, after, req.State != nil && wamux.AccountState(*req.State) == wamux.AccountActive)
 	s.logger(r).Info("account changed", "account_id", id,
 		"rate_per_sec_old", before.RatePerSec, "rate_per_sec_new", after.RatePerSec,
 		"burst_old", before.Burst, "burst_new", after.Burst,
@@ -346,11 +346,19 @@ func operatorCooldown(until *time.Time, now time.Time) (time.Time, error) {
 
 // accountChanged tells the send pipeline; the change is stored already, so
 // a failure here is logged and the pipeline picks it up on restart.
-func (s *Server) accountChanged(r *http.Request, a wamux.Account) {
+// reactivated says the request set state "active", which ends a running
+// cooldown: a cannot say it, since a zero cooldown_until in the store may
+// be a cooldown the gateway has started and not stored yet, which a PATCH
+// of anything else must leave running.
+func (s *Server) accountChanged(r *http.Request, a wamux.Account, reactivated bool) {
 	if s.outbound == nil {
 		return
 	}
-	if err := s.outbound.AccountChanged(r.Context(), a); err != nil {
+	tell := s.outbound.AccountChanged
+	if reactivated {
+		tell = s.outbound.AccountReactivated
+	}
+	if err := tell(r.Context(), a); err != nil {
 		s.logger(r).Error("apply account change to the send pipeline", "account_id", a.ID, "err", err)
 	}
 }

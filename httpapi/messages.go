@@ -21,6 +21,9 @@ type Outbound interface {
 	Release(ctx context.Context, msgID string) (wamux.Message, error)
 	Drop(ctx context.Context, msgID string) (wamux.Message, error)
 	AccountChanged(ctx context.Context, a wamux.Account) error
+	// AccountReactivated is AccountChanged for PATCH state=active: it
+	// also ends a running cooldown.
+	AccountReactivated(ctx context.Context, a wamux.Account) error
 }
 
 type submitResponse struct {

@@ -43,6 +43,10 @@ func (p *countingPipelines) AccountChanged(context.Context, wamux.Account) error
 	p.calls.Add(1)
 	return nil
 }
+func (p *countingPipelines) AccountReactivated(context.Context, wamux.Account) error {
+	p.calls.Add(1)
+	return nil
+}
 func (p *countingPipelines) Ingest(context.Context, string, []wamux.Receipt) (receipts.IngestResult, error) {
 	p.calls.Add(1)
 	return receipts.IngestResult{}, errCounted

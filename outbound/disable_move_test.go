@@ -20,15 +20,17 @@ func setState(t *testing.T, e *env, id string, st wamux.AccountState) {
 	t.Helper()
 	ctx := context.Background()
 	p := store.AccountPatch{State: &st}
+	tell := e.d.AccountChanged
 	if st == wamux.AccountActive {
 		zero := time.Time{}
 		p.CooldownUntil = &zero
+		tell = e.d.AccountReactivated
 	}
 	a, err := e.store.UpdateAccount(ctx, id, p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.d.AccountChanged(ctx, a); err != nil {
+	if err := tell(ctx, a); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -355,8 +355,23 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 }
 
 // AccountChanged tells the dispatcher an account was created or changed
-// (PATCH): limits apply to the next send, a new account gets a worker.
+// (PATCH): limits apply to the next send, a new account gets a worker. It
+// never ends a running cooldown, whatever a's cooldown_until: a is read
+// from the store, where a cooldown the gateway has just started may not
+// be yet (the limiter starts it, the worker stores it after), so a zero
+// there is no operator ending it. AccountReactivated is that.
 func (d *Dispatcher) AccountChanged(ctx context.Context, a wamux.Account) error {
+	return d.accountChanged(ctx, a, false)
+}
+
+// AccountReactivated is AccountChanged for an operator's PATCH
+// state=active, which has cleared cooldown_until in the store: it ends the
+// limiter's cooldown too, so the account sends again at once.
+func (d *Dispatcher) AccountReactivated(ctx context.Context, a wamux.Account) error {
+	return d.accountChanged(ctx, a, true)
+}
+
+func (d *Dispatcher) accountChanged(ctx context.Context, a wamux.Account, endCooldown bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.accounts[a.ID] = a
@@ -377,9 +392,7 @@ func (d *Dispatcher) AccountChanged(ctx context.Context, a wamux.Account) error 
 		return err
 	}
 	switch {
-	case a.State == wamux.AccountActive && a.CooldownUntil.IsZero():
-		// PATCH state=active clears cooldown_until: it ends the
-		// limiter's cooldown too, not only the stored one.
+	case endCooldown:
 		d.limiter.EndCooldown(a.ID)
 	case a.CooldownUntil.After(d.clock.Now()):
 		// PATCH state=cooldown stores when the pause ends; the limiter

@@ -125,7 +125,7 @@ func TestReactivateEndsCooldown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.d.AccountChanged(ctx, a); err != nil {
+	if err := e.d.AccountReactivated(ctx, a); err != nil {
 		t.Fatal(err)
 	}
 	if st := e.d.LimitState("acc"); st.State != wamux.AccountActive {

@@ -1,0 +1,165 @@
+package outbound_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/outbound"
+	"github.com/wamux/wamux/provider/cloudapi"
+	"github.com/wamux/wamux/sim"
+	"github.com/wamux/wamux/store"
+)
+
+// cooldownWriteGate holds the dispatcher's store write of a cooldown
+// (UpdateAccount with cooldown_until) until the test releases it: the
+// limiter has started the cooldown, the store does not know it yet.
+type cooldownWriteGate struct {
+	store.Store
+	arrived     chan struct{} // closed when the first cooldown write arrives
+	open        chan struct{} // closed by release
+	arrivedOnce sync.Once
+	openOnce    sync.Once
+}
+
+func newCooldownWriteGate() *cooldownWriteGate {
+	return &cooldownWriteGate{arrived: make(chan struct{}), open: make(chan struct{})}
+}
+
+func (g *cooldownWriteGate) wrap(st store.Store) store.Store { g.Store = st; return g }
+
+func (g *cooldownWriteGate) release() { g.openOnce.Do(func() { close(g.open) }) }
+
+func (g *cooldownWriteGate) UpdateAccount(ctx context.Context, id string, p store.AccountPatch) (wamux.Account, error) {
+	if p.CooldownUntil != nil {
+		g.arrivedOnce.Do(func() { close(g.arrived) })
+		select {
+		case <-g.open:
+		case <-ctx.Done():
+			return wamux.Account{}, ctx.Err()
+		}
+	}
+	return g.Store.UpdateAccount(ctx, id, p)
+}
+
+// throttledAccount sends one message from account "acc" that the provider
+// answers with 131048 (spam rate limit): the gateway cools the account
+// down. The clock is frozen, so the cooldown ends only when something
+// ends it. wrapStore wraps the dispatcher's store (nil: none).
+func throttledAccount(t *testing.T, number string, wrapStore func(store.Store) store.Store) (*env, *fakeClock, *scriptedProvider, wamux.Message) {
+	t.Helper()
+	clk := newFakeClock()
+	to := "1555" + number + "0001"
+	sp, wrap := newScripted(map[string]cloudapi.Result{
+		to: {Outcome: cloudapi.Cooldown, Code: 131048, Delay: cloudapi.SpamCooldown, HTTPStatus: 400, Reason: "131048: spam rate limit"},
+	})
+	e := newEnv(t, envOpts{clock: clk, provider: wrap, wrapStore: wrapStore})
+	e.addAccount("acc", number, 100, 10, sim.Limits{Rate: 1000})
+	m := textMsg(t, outbound.Request{AccountID: "acc", To: to})
+	e.submit(m)
+	return e, clk, sp, m
+}
+
+// patchRate does what PATCH /v1/accounts/acc {"rate_per_sec":rate} does:
+// store the rate, hand the stored account to the dispatcher.
+func patchRate(t *testing.T, e *env, rate float64) wamux.Account {
+	t.Helper()
+	ctx := context.Background()
+	a, err := e.store.UpdateAccount(ctx, "acc", store.AccountPatch{RatePerSec: &rate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.d.AccountChanged(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// assertHeld checks that the account still holds a new recipient's
+// message: with the clock frozen, only an early end of the cooldown could
+// let it out.
+func assertHeld(t *testing.T, e *env, sp *scriptedProvider, to string) {
+	t.Helper()
+	e.submit(textMsg(t, outbound.Request{AccountID: "acc", To: to}))
+	e.d.Settle("acc")
+	waitFor(t, "the attempts done", 10*time.Second, func() bool { return e.d.AttemptsRunning("acc") == 0 })
+	if n := sp.callsTo(to); n != 0 {
+		t.Fatalf("%d provider calls to a new recipient while the account cools down, want 0", n)
+	}
+}
+
+// TestRatePatchKeepsCooldownNotYetStored: an operator changes only the
+// rate of an account the provider has just throttled, between the limiter
+// starting the cooldown and the worker storing it. The account the PATCH
+// stored and handed over has no cooldown_until yet; that is no operator
+// ending the cooldown (only state "active" is), so the account must stay
+// paused. It was taken for PATCH state=active: the cooldown ended at once
+// and the account sent into the provider's throttle.
+func TestRatePatchKeepsCooldownNotYetStored(t *testing.T) {
+	gate := newCooldownWriteGate()
+	e, clk, sp, m := throttledAccount(t, "7801", gate.wrap)
+	t.Cleanup(gate.release) // runs before the dispatcher's Stop
+	select {
+	case <-gate.arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("timed out waiting for the cooldown's store write")
+	}
+	lim := e.d.LimitState("acc")
+	if want := clk.Now().Add(cloudapi.SpamCooldown); lim.State != wamux.AccountCooldown || !lim.CooldownUntil.Equal(want) {
+		t.Fatalf("after 131048 the limiter has the account %s until %v, want cooldown until %v", lim.State, lim.CooldownUntil, want)
+	}
+
+	if a := patchRate(t, e, 50); !a.CooldownUntil.IsZero() {
+		t.Fatalf("the PATCH read cooldown_until %v; the test needs it before the cooldown is stored", a.CooldownUntil)
+	}
+	if got := e.d.LimitState("acc"); got.State != wamux.AccountCooldown || !got.CooldownUntil.Equal(lim.CooldownUntil) {
+		t.Fatalf("after a rate-only PATCH the limiter has the account %s until %v, want cooldown until %v", got.State, got.CooldownUntil, lim.CooldownUntil)
+	}
+
+	gate.release()
+	waitFor(t, "the cooldown stored and the message queued again", 10*time.Second, func() bool {
+		a, err := e.store.GetAccount(context.Background(), "acc")
+		return err == nil && a.CooldownUntil.Equal(lim.CooldownUntil) && e.status(m.ID) == wamux.StatusQueued && e.d.AttemptsRunning("acc") == 0
+	})
+	assertHeld(t, e, sp, "15557801002")
+	if a, err := e.store.GetAccount(context.Background(), "acc"); err != nil || a.RatePerSec != 50 {
+		t.Fatalf("stored account %+v, %v; want rate 50", a, err)
+	}
+}
+
+// TestRatePatchKeepsStoredCooldown: the other order, the cooldown stored
+// before the rate-only PATCH reads the account: it stays, in the limiter
+// and in the store, and survives a restart with the same end.
+func TestRatePatchKeepsStoredCooldown(t *testing.T) {
+	e, clk, sp, m := throttledAccount(t, "7802", nil)
+	until := clk.Now().Add(cloudapi.SpamCooldown)
+	waitFor(t, "the cooldown stored and the message queued again", 10*time.Second, func() bool {
+		a, err := e.store.GetAccount(context.Background(), "acc")
+		return err == nil && a.CooldownUntil.Equal(until) && e.status(m.ID) == wamux.StatusQueued && e.d.AttemptsRunning("acc") == 0
+	})
+
+	if a := patchRate(t, e, 50); !a.CooldownUntil.Equal(until) {
+		t.Fatalf("after a rate-only PATCH the stored cooldown_until is %v, want %v", a.CooldownUntil, until)
+	}
+	if got := e.d.LimitState("acc"); got.State != wamux.AccountCooldown || !got.CooldownUntil.Equal(until) {
+		t.Fatalf("after a rate-only PATCH the limiter has the account %s until %v, want cooldown until %v", got.State, got.CooldownUntil, until)
+	}
+	assertHeld(t, e, sp, "15557802002")
+
+	e.stop()
+	e.start()
+	if got := e.d.LimitState("acc"); got.State != wamux.AccountCooldown || !got.CooldownUntil.Equal(until) {
+		t.Fatalf("after a restart the limiter has the account %s until %v, want cooldown until %v", got.State, got.CooldownUntil, until)
+	}
+	assertHeld(t, e, sp, "15557802003")
+	if n := sp.callsTo(m.To); n != 1 {
+		t.Fatalf("%d provider calls for the throttled message during the cooldown, want 1", n)
+	}
+
+	// Once the cooldown is over, the queued messages go out.
+	clk.Advance(cloudapi.SpamCooldown)
+	e.d.Kick()
+	waitFor(t, "the throttled message accepted after the cooldown", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
+}
