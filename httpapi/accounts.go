@@ -347,9 +347,9 @@ func operatorCooldown(until *time.Time, now time.Time) (time.Time, error) {
 // accountChanged tells the send pipeline; the change is stored already, so
 // a failure here is logged and the pipeline picks it up on restart.
 // reactivated says the request set state "active", which ends a running
-// cooldown: a cannot say it, since a zero cooldown_until in the store may
-// be a cooldown the gateway has started and not stored yet, which a PATCH
-// of anything else must leave running.
+// cooldown. The account alone cannot say it: a zero cooldown_until in the
+// store may be a cooldown the gateway has started and not stored yet,
+// which a PATCH of anything else must leave running.
 func (s *Server) accountChanged(r *http.Request, a wamux.Account, reactivated bool) {
 	if s.outbound == nil {
 		return
