@@ -31,11 +31,11 @@ func (s *seqFailStore) ApplySeq(ctx context.Context, st store.SeqState, updates 
 }
 
 // TestFailedSeqStepIsStoredLater: the write of the step that released seq
-// 1 (its status queued, the account's next seq 2) failed once. Seq 1 went
-// out all the same, but nothing wrote the step again: the stored next seq
-// stayed 1, so after a restart seq 2 waited the whole gap_timeout (the
-// frozen clock here never gets there) for a seq already sent, and then
-// counted it as a skipped gap. The worker must write the step again.
+// 1 (its status queued, the account's next seq 2) failed once. Nothing
+// wrote the step again: the stored next seq stayed 1, so after a restart
+// seq 2 waited the whole gap_timeout (the frozen clock here never gets
+// there) for a seq already sent, and then counted it as a skipped gap.
+// The worker must write the step again, and send seq 1 once it has.
 func TestFailedSeqStepIsStoredLater(t *testing.T) {
 	clk := newFakeClock()
 	fs := &seqFailStore{}
@@ -47,13 +47,15 @@ func TestFailedSeqStepIsStoredLater(t *testing.T) {
 	ctx := context.Background()
 	fs.left.Store(1)
 	e.submit(m(1))
-	e.waitAccepted(1, 10*time.Second)
-	clk.Advance(2 * time.Second) // past the worker's wait before it tries again
 	waitFor(t, "the failed sequencing step stored again", 10*time.Second, func() bool {
+		// Past the worker's wait before it tries again, however late
+		// the failure came.
+		clk.Advance(2 * time.Second)
 		e.d.Kick()
 		st, err := e.store.GetSeq(ctx, "acc")
 		return err == nil && st.NextSeq == 2
 	})
+	e.waitAccepted(1, 10*time.Second)
 
 	e.stop()
 	e.start()

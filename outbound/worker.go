@@ -50,9 +50,12 @@ type worker struct {
 	// seqDirty: the last sequencing step's write failed, so the stored
 	// sequence state is behind the buffer's; unsaved are the status
 	// changes of the failed steps, written again, before the new ones,
-	// with the next step or by retrySeq from seqRetryAt on.
+	// with the next step or by retrySeq from seqRetryAt on. unstored are
+	// the messages those steps released, in release order: they reach
+	// the queue only once the write has succeeded (see persistSeq).
 	seqDirty   bool
 	unsaved    []store.MessageUpdate
+	unstored   []wamux.Message
 	seqRetryAt time.Time
 
 	// restoredTos lists the recipients of the routed messages restore
@@ -174,19 +177,20 @@ func (w *worker) restore(ctx context.Context) error {
 		// restart (the store's unique (account, seq) rules out a release).
 		held = append(held, r.Item)
 	}
-	w.persistSeq(releasedNow, held, len(restored.Released) > 0)
+	ready := w.persistSeq(releasedNow, held, len(restored.Released) > 0)
 
 	queued, err := st.ListMessages(ctx, store.MessageFilter{AccountID: w.id, Statuses: []wamux.Status{wamux.StatusQueued, wamux.StatusUnknown}, Limit: 1 << 30})
 	if err != nil {
 		return err
 	}
-	// persistSeq has normally stored releasedNow as queued, so the list
-	// above holds them already; add only those it could not store.
+	// What persistSeq stored as queued the list above holds already
+	// (unless a status changed in between); what it could not store
+	// waits in unstored for its write.
 	listed := make(map[string]bool, len(queued))
 	for _, m := range queued {
 		listed[m.ID] = true
 	}
-	for _, m := range releasedNow {
+	for _, m := range ready {
 		if !listed[m.ID] {
 			queued = append(queued, m)
 		}
@@ -251,9 +255,12 @@ func (w *worker) run(ctx context.Context) {
 		}
 		var next time.Time
 		if !w.stopping {
+			// A failed step written now puts its messages in the
+			// queue before this round's dispatch.
+			w.retrySeq(false)
 			w.intake()
 			next = earliest(w.expire(), w.dispatch())
-			next = earliest(next, w.retrySeq(false))
+			next = earliest(next, w.seqRetryDue())
 		}
 		// The state gauge changes when a cooldown ends, with nothing
 		// queued too.
@@ -381,8 +388,8 @@ func (w *worker) intake() {
 			held = append(held, m)
 		}
 	}
-	w.persistSeq(toQueue, held, seqChanged)
-	w.enqueue(append(toQueue, released...), now, s.P2MaxDepth)
+	ready := w.persistSeq(toQueue, held, seqChanged)
+	w.enqueue(append(ready, released...), now, s.P2MaxDepth)
 }
 
 // expire skips gaps older than gap_timeout and returns when the next one
@@ -428,8 +435,7 @@ func (w *worker) applyExpired(ex sequence.Expired[wamux.Message], s settings.Val
 		w.d.metrics.seqWait.Observe(now.Sub(e.Item.CreatedAt).Seconds())
 		toQueue = append(toQueue, e.Item)
 	}
-	w.persistSeq(toQueue, nil, true)
-	w.enqueue(toQueue, now, s.P2MaxDepth)
+	w.enqueue(w.persistSeq(toQueue, nil, true), now, s.P2MaxDepth)
 }
 
 // seqRetryDelay is the wait before a failed sequencing step is written
@@ -437,13 +443,22 @@ func (w *worker) applyExpired(ex sequence.Expired[wamux.Message], s settings.Val
 const seqRetryDelay = time.Second
 
 // persistSeq stores released messages as queued, late ones as held, and
-// the account's sequence state, in one transaction. A failed write is
-// made again (retrySeq, or with the next step): otherwise the stored
-// NextSeq stays behind seqs already sent, and after a restart the next seq
-// waits the gap timeout for them and counts them as a skipped gap; a
-// released message left in waiting_seq below a NextSeq stored later would
-// come back held.
-func (w *worker) persistSeq(queued, held []wamux.Message, seqChanged bool) {
+// the account's sequence state, in one transaction, and returns the
+// messages that may go to the queue now.
+//
+// A message the step released goes to the queue only once the step is
+// stored: the store is what the next process restarts from, and a send
+// it does not know of breaks the restart. With next seq stored behind
+// seqs already sent, the next seq waited the gap timeout for them and
+// counted them as a skipped gap; and a late seq parked as held in memory
+// came back waiting_seq, was released at once and went out after the
+// later seq the skip had sent. So a failed write keeps its messages in
+// unstored and is made again (retrySeq, or with the next step); they go
+// to the queue, in release order, with the first write that succeeds.
+// Until then a crash leaves the store as if the steps never happened,
+// and the next process takes the same messages through its buffer again.
+// Messages without a client_seq take no part in the step and go at once.
+func (w *worker) persistSeq(queued, held []wamux.Message, seqChanged bool) []wamux.Message {
 	var updates []store.MessageUpdate
 	waiting := []wamux.Status{wamux.StatusWaitingSeq}
 	for _, m := range queued {
@@ -457,29 +472,46 @@ func (w *worker) persistSeq(queued, held []wamux.Message, seqChanged bool) {
 		w.d.log.Warn("message held: its client_seq arrived after the gap was skipped", "account_id", w.id, "msg_id", m.ID, "client_seq", m.ClientSeq)
 	}
 	if len(updates) == 0 && !seqChanged && !w.seqDirty {
-		return
+		return queued
 	}
 	updates = append(w.unsaved, updates...)
 	ctx, cancel := bg()
 	defer cancel()
 	if _, err := w.d.store.ApplySeq(ctx, w.buf.State(), updates); err != nil {
-		// Until it is written, the messages stay waiting_seq in the
-		// store; the send path accepts that status too. Rewriting a
-		// status change is harmless: it applies only from waiting_seq.
+		// Rewriting a status change is harmless: it applies only from
+		// waiting_seq.
 		w.d.log.Error("store sequencing step", "account_id", w.id, "messages", len(updates), "err", err)
 		w.seqDirty, w.unsaved = true, updates
 		w.seqRetryAt = w.d.clock.Now().Add(seqRetryDelay)
-		return
+		var ready []wamux.Message
+		for _, m := range queued {
+			if m.ClientSeq == 0 {
+				ready = append(ready, m)
+			} else {
+				w.unstored = append(w.unstored, m)
+			}
+		}
+		return ready
 	}
-	w.seqDirty, w.unsaved = false, nil
+	ready := append(w.unstored, queued...)
+	w.seqDirty, w.unsaved, w.unstored = false, nil, nil
+	return ready
 }
 
 // retrySeq writes a failed sequencing step again once its wait is over (at
-// once when stopping) and returns when to try next (zero: nothing to write).
-func (w *worker) retrySeq(stopping bool) time.Time {
-	if w.seqDirty && (stopping || !w.d.clock.Now().Before(w.seqRetryAt)) {
-		w.persistSeq(nil, nil, false)
+// once when stopping) and queues the messages it released.
+func (w *worker) retrySeq(stopping bool) {
+	if !w.seqDirty || (!stopping && w.d.clock.Now().Before(w.seqRetryAt)) {
+		return
 	}
+	if ready := w.persistSeq(nil, nil, false); len(ready) > 0 {
+		w.enqueue(ready, w.d.clock.Now(), w.d.settings.Current().P2MaxDepth)
+	}
+}
+
+// seqRetryDue is when retrySeq writes a failed step again (zero: nothing
+// to write).
+func (w *worker) seqRetryDue() time.Time {
 	if !w.seqDirty {
 		return time.Time{}
 	}
