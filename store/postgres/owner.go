@@ -103,7 +103,6 @@ type pgClaim struct {
 
 	// Only take and watch touch these, one at a time.
 	conn  *pgx.Conn // nil while the lock is not held
-	pid   uint32    // the lock's last holding backend
 	key   int64
 	where string // database and schema, for messages
 
@@ -111,15 +110,26 @@ type pgClaim struct {
 	done chan struct{}
 	once sync.Once
 
-	mu   sync.Mutex
-	err  error
-	lost chan struct{}
+	mu      sync.Mutex
+	err     error
+	lost    chan struct{}
+	holding session // the lock's last holding session; under mu for a test's hook
 }
 
-// heldError is a refused claim; pid is the backend holding the lock.
+// session names a backend for as long as it lives: the server's pids are
+// the OS's, so once the backend exited its pid may come back as another
+// session, e.g. another gateway's holding this lock. Its start time tells
+// them apart.
+type session struct {
+	pid   uint32
+	start time.Time
+}
+
+// heldError is a refused claim; holder is the session holding the lock,
+// with a zero start when the claim's role may not see it.
 type heldError struct {
-	pid uint32
-	msg string
+	holder session
+	msg    string
 }
 
 func (e *heldError) Error() string { return e.msg }
@@ -132,8 +142,9 @@ func (c *pgClaim) take(ctx context.Context) error {
 		return fmt.Errorf("postgres: connect for the gateway lock: %w", wrapErr(err))
 	}
 	var db, schema string
-	var pid uint32
-	if err := conn.QueryRow(ctx, "SELECT current_database(), coalesce(current_schema(), ''), pg_backend_pid()").Scan(&db, &schema, &pid); err != nil {
+	var self session
+	if err := conn.QueryRow(ctx, `SELECT current_database(), coalesce(current_schema(), ''), pid, backend_start
+		FROM pg_stat_activity WHERE pid = pg_backend_pid()`).Scan(&db, &schema, &self.pid, &self.start); err != nil {
 		conn.Close(context.Background())
 		return fmt.Errorf("postgres: gateway lock: %w", wrapErr(err))
 	}
@@ -148,20 +159,32 @@ func (c *pgClaim) take(ctx context.Context) error {
 			return fmt.Errorf("postgres: gateway lock on %s: %w", where, wrapErr(err))
 		}
 		if ok {
-			c.conn, c.pid, c.key, c.where = conn, pid, key, where
+			c.conn, c.key, c.where = conn, key, where
+			c.mu.Lock()
+			c.holding = self
+			c.mu.Unlock()
 			return nil
 		}
-		// Name the holder, so the operator can find the other gateway.
-		// One that let go in between is not found: try again.
+		// Name the holder, so the operator can find the other gateway, and
+		// tell whether it is this claim's broken session (watch). One that
+		// let go in between is not found: try again. So is one missing
+		// from pg_stat_activity: a backend leaves it only after dropping
+		// its locks, so the lock is free by now. backend_start is NULL for
+		// a session of a role whose activity this one may not see: never
+		// ours.
 		var app, client string
-		err = conn.QueryRow(ctx, `SELECT l.pid, coalesce(a.application_name, ''), coalesce(host(a.client_addr), '-')
-			FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+		var start *time.Time
+		err = conn.QueryRow(ctx, `SELECT l.pid, a.backend_start, coalesce(a.application_name, ''), coalesce(host(a.client_addr), '-')
+			FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
 			WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
 			AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
 			AND l.classid = $1::bigint::oid AND l.objid = $2::bigint::oid`,
-			int64(uint64(key)>>32), int64(uint64(key)&0xffffffff)).Scan(&held.pid, &app, &client)
+			int64(uint64(key)>>32), int64(uint64(key)&0xffffffff)).Scan(&held.holder.pid, &start, &app, &client)
 		if err == nil {
-			holder = fmt.Sprintf("backend pid %d (application %q, client %s)", held.pid, app, client)
+			if start != nil {
+				held.holder.start = *start
+			}
+			holder = fmt.Sprintf("backend pid %d (application %q, client %s)", held.holder.pid, app, client)
 			break
 		}
 	}
@@ -204,7 +227,9 @@ func (c *pgClaim) watch(ctx context.Context) {
 			}
 		}
 		tctx, cancel := context.WithTimeout(ctx, ownerTimeout)
-		old := c.pid
+		c.mu.Lock()
+		old := c.holding
+		c.mu.Unlock()
 		err := c.take(tctx)
 		cancel()
 		var held *heldError
@@ -213,11 +238,16 @@ func (c *pgClaim) watch(ctx context.Context) {
 			c.logger().Info("gateway lock taken again", "store", c.where)
 		case ctx.Err() != nil:
 			return
-		case errors.As(err, &held) && held.pid == old:
+		case errors.As(err, &held) && held.holder.pid == old.pid && held.holder.start.Equal(old.start):
 			// Our broken session still holds it until the server notices:
 			// no other process can have it. End that session and try again.
-			if c.terminate(ctx, old) != nil {
-				c.logger().Warn("gateway lock still held by this gateway's broken session; trying again", "store", c.where, "pid", old)
+			// A session with only our old pid is another's (see session).
+			ended, err := c.terminate(ctx, old)
+			switch {
+			case err != nil:
+				c.logger().Warn("gateway lock still held by this gateway's broken session; trying again", "store", c.where, "pid", old.pid, "err", err)
+			case ended:
+				c.logger().Info("gateway lock still held by this gateway's broken session; ended it", "store", c.where, "pid", old.pid)
 			}
 		case errors.As(err, &held):
 			c.mu.Lock()
@@ -259,18 +289,28 @@ func (c *pgClaim) hold(ctx context.Context) error {
 	}
 }
 
-// terminate ends backend pid, our own broken session, so that its locks
-// are released.
-func (c *pgClaim) terminate(ctx context.Context, pid uint32) error {
+// terminate ends s, our own broken session, so that its locks are
+// released. It checks that s is still that session in the statement that
+// ends it: s may have exited since take saw it hold the lock, and its pid
+// may be another session's by now. ended says whether s was signalled;
+// finding it gone is no error: the next take says who holds the lock.
+func (c *pgClaim) terminate(ctx context.Context, s session) (ended bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, ownerTimeout)
 	defer cancel()
 	conn, err := pgx.ConnectConfig(ctx, c.cfg)
 	if err != nil {
-		return err
+		return false, fmt.Errorf("postgres: connect to end the gateway lock's broken session: %w", wrapErr(err))
 	}
 	defer conn.Close(context.Background())
-	_, err = conn.Exec(ctx, "SELECT pg_terminate_backend($1)", int64(pid))
-	return err
+	err = conn.QueryRow(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2",
+		int64(s.pid), s.start).Scan(&ended)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("postgres: end the gateway lock's broken session: %w", wrapErr(err))
+	}
+	return ended, nil
 }
 
 func (c *pgClaim) logger() *slog.Logger {
