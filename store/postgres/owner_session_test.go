@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,4 +110,115 @@ func TestClaimTerminatesOnlyItsSession(t *testing.T) {
 		t.Fatalf("terminate pid %d with its start: ended %v, %v; want ended", pid, ended, err)
 	}
 	waitFor(t, "the session to end", func() bool { return !alive(t, s, pid) })
+}
+
+// cutProxy forwards TCP connections to the server and can cut one on the
+// client's side only: the client sees its connection break while the
+// server keeps the session, and its locks, as after a network cut it has
+// not noticed yet.
+type cutProxy struct {
+	ln     net.Listener
+	server string
+	wg     sync.WaitGroup
+
+	mu    sync.Mutex
+	conns map[int]net.Conn // client side, by the server side's local port
+	all   []net.Conn
+}
+
+func newCutProxy(t *testing.T, server string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, server: server, conns: map[int]net.Conn{}}
+	p.wg.Add(1)
+	go p.serve()
+	t.Cleanup(func() {
+		ln.Close()
+		p.mu.Lock()
+		for _, c := range p.all {
+			c.Close()
+		}
+		p.mu.Unlock()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *cutProxy) serve() {
+	defer p.wg.Done()
+	for {
+		client, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		server, err := net.Dial("tcp", p.server)
+		if err != nil {
+			client.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns[server.LocalAddr().(*net.TCPAddr).Port] = client
+		p.all = append(p.all, client, server)
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go func() { defer p.wg.Done(); _, _ = io.Copy(server, client) }()
+		go func() { defer p.wg.Done(); _, _ = io.Copy(client, server) }()
+	}
+}
+
+// cut closes the client side of the connection whose server side has
+// local port port (the session's client_port).
+func (p *cutProxy) cut(t *testing.T, port int) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c, ok := p.conns[port]
+	if !ok {
+		t.Fatalf("no proxied connection from port %d", port)
+	}
+	c.Close()
+}
+
+// TestClaimEndsItsBrokenSession: when the lock connection broke on the
+// client's side only, the server still has the session holding the lock.
+// The claim finds the lock held by that session, its own by pid and start,
+// ends it and takes the lock again: not lost.
+func TestClaimEndsItsBrokenSession(t *testing.T) {
+	first := newStore(t) // owns the schema and its cleanup
+	var schema string
+	if err := first.Pool().QueryRow(t.Context(), "SELECT current_schema()").Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(testDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newCutProxy(t, u.Host)
+	u.Host = p.ln.Addr().String()
+	a, err := postgres.Open(t.Context(), u.String(), postgres.Options{Schema: schema, OwnerCheck: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("open through the proxy: %v", err)
+	}
+	defer a.Close()
+	ca, err := a.Claim(t.Context())
+	if err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	defer ca.Release()
+	old := lockHolder(t, first, schema)
+	var port int
+	if err := first.Pool().QueryRow(t.Context(), "SELECT client_port FROM pg_stat_activity WHERE pid = $1", int64(old)).Scan(&port); err != nil {
+		t.Fatal(err)
+	}
+	p.cut(t, port)
+	waitFor(t, "the lock taken again", func() bool {
+		notLost(t, ca)
+		pid := lockHolder(t, first, schema)
+		return pid != 0 && pid != old
+	})
+	notLost(t, ca)
+	waitFor(t, "the broken session to end", func() bool { return !alive(t, first, old) })
 }
