@@ -46,7 +46,8 @@ type demoAccount struct {
 // RunDemo runs gateway, simulator and traffic until ctx ends. Accounts have
 // different rates; one is offered more than its rate, so wamux throttles it
 // and its queue grows, and "Meta" answers it 130429 now and then, so the
-// adaptive limiter shows; the simulator injects 5xx, resets, slow answers,
+// adaptive limiter shows, and it sends marketing templates that "Meta"
+// paces now and then; the simulator injects 5xx, resets, slow answers,
 // duplicated and reordered webhooks. wamux itself never goes over a limit:
 // the summary's over_limit stays 0.
 func RunDemo(ctx context.Context, cfg DemoConfig) (DemoSummary, error) {
@@ -88,6 +89,9 @@ func RunDemo(ctx context.Context, cfg DemoConfig) (DemoSummary, error) {
 	}
 	promo := faults
 	promo.Codes = map[int]float64{130429: 0.02}
+	// Meta paces some marketing templates (held_for_quality_assessment):
+	// their statuses come late, or never for a dropped one.
+	promo.Paced, promo.PacedHold, promo.PacedDrop = 0.3, 10*time.Second, 0.2
 	if err := h.Sim.SetFaults("100200300404", promo); err != nil {
 		return DemoSummary{}, err
 	}
@@ -149,6 +153,12 @@ loop:
 				p := []string{"P0", "P1", "P1", "P1", "P2"}[rng.IntN(5)]
 				msg := map[string]any{"biz_type": "demo", "account_id": a.id, "client_seq": seq, "to": to,
 					"priority": p, "type": "text", "text": map[string]any{"body": fmt.Sprintf("order %d update", seq)}}
+				if a.id == "promo-overdriven" && seq%10 == 0 {
+					// A marketing template now and then, which "Meta" paces.
+					delete(msg, "text")
+					msg["type"], msg["template"] = "template", map[string]any{"name": "spring_sale",
+						"language": map[string]any{"code": "en_US"}}
+				}
 				if a.id == "support" && seq%600 == 50 {
 					lost = append(lost, withheld{msg, now.Add(30 * time.Second)})
 					continue
