@@ -13,32 +13,45 @@ import (
 	"github.com/wamux/wamux/store"
 )
 
-// cooldownWriteGate holds the dispatcher's store write of a cooldown
-// (UpdateAccount with cooldown_until) until the test releases it: the
-// limiter has started the cooldown, the store does not know it yet.
-type cooldownWriteGate struct {
-	store.Store
-	arrived     chan struct{} // closed when the first cooldown write arrives
+// hold stops whoever reaches it (wait) until the test releases it;
+// arrived is closed when the first one gets there.
+type hold struct {
+	arrived     chan struct{}
 	open        chan struct{} // closed by release
 	arrivedOnce sync.Once
 	openOnce    sync.Once
 }
 
-func newCooldownWriteGate() *cooldownWriteGate {
-	return &cooldownWriteGate{arrived: make(chan struct{}), open: make(chan struct{})}
+func newHold() hold { return hold{arrived: make(chan struct{}), open: make(chan struct{})} }
+
+func (h *hold) release() { h.openOnce.Do(func() { close(h.open) }) }
+
+func (h *hold) wait(ctx context.Context) error {
+	h.arrivedOnce.Do(func() { close(h.arrived) })
+	select {
+	case <-h.open:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
+
+// cooldownWriteGate holds the dispatcher's store write of a cooldown
+// (UpdateAccount with cooldown_until) until the test releases it: the
+// limiter has started the cooldown, the store does not know it yet.
+type cooldownWriteGate struct {
+	store.Store
+	hold
+}
+
+func newCooldownWriteGate() *cooldownWriteGate { return &cooldownWriteGate{hold: newHold()} }
 
 func (g *cooldownWriteGate) wrap(st store.Store) store.Store { g.Store = st; return g }
 
-func (g *cooldownWriteGate) release() { g.openOnce.Do(func() { close(g.open) }) }
-
 func (g *cooldownWriteGate) UpdateAccount(ctx context.Context, id string, p store.AccountPatch) (wamux.Account, error) {
 	if p.CooldownUntil != nil {
-		g.arrivedOnce.Do(func() { close(g.arrived) })
-		select {
-		case <-g.open:
-		case <-ctx.Done():
-			return wamux.Account{}, ctx.Err()
+		if err := g.wait(ctx); err != nil {
+			return wamux.Account{}, err
 		}
 	}
 	return g.Store.UpdateAccount(ctx, id, p)
@@ -47,15 +60,16 @@ func (g *cooldownWriteGate) UpdateAccount(ctx context.Context, id string, p stor
 // throttledAccount sends one message from account "acc" that the provider
 // answers with 131048 (spam rate limit): the gateway cools the account
 // down. The clock is frozen, so the cooldown ends only when something
-// ends it. wrapStore wraps the dispatcher's store (nil: none).
-func throttledAccount(t *testing.T, number string, wrapStore func(store.Store) store.Store) (*env, *fakeClock, *scriptedProvider, wamux.Message) {
+// ends it. o gives the dispatcher's store wrapper and logger, if any.
+func throttledAccount(t *testing.T, number string, o envOpts) (*env, *fakeClock, *scriptedProvider, wamux.Message) {
 	t.Helper()
 	clk := newFakeClock()
 	to := "1555" + number + "0001"
 	sp, wrap := newScripted(map[string]cloudapi.Result{
 		to: {Outcome: cloudapi.Cooldown, Code: 131048, Delay: cloudapi.SpamCooldown, HTTPStatus: 400, Reason: "131048: spam rate limit"},
 	})
-	e := newEnv(t, envOpts{clock: clk, provider: wrap, wrapStore: wrapStore})
+	o.clock, o.provider = clk, wrap
+	e := newEnv(t, o)
 	e.addAccount("acc", number, 100, 10, sim.Limits{Rate: 1000})
 	m := textMsg(t, outbound.Request{AccountID: "acc", To: to})
 	e.submit(m)
@@ -99,7 +113,7 @@ func assertHeld(t *testing.T, e *env, sp *scriptedProvider, to string) {
 // and the account sent into the provider's throttle.
 func TestRatePatchKeepsCooldownNotYetStored(t *testing.T) {
 	gate := newCooldownWriteGate()
-	e, clk, sp, m := throttledAccount(t, "7801", gate.wrap)
+	e, clk, sp, m := throttledAccount(t, "7801", envOpts{wrapStore: gate.wrap})
 	t.Cleanup(gate.release) // runs before the dispatcher's Stop
 	select {
 	case <-gate.arrived:
@@ -133,7 +147,7 @@ func TestRatePatchKeepsCooldownNotYetStored(t *testing.T) {
 // before the rate-only PATCH reads the account: it stays, in the limiter
 // and in the store, and survives a restart with the same end.
 func TestRatePatchKeepsStoredCooldown(t *testing.T) {
-	e, clk, sp, m := throttledAccount(t, "7802", nil)
+	e, clk, sp, m := throttledAccount(t, "7802", envOpts{})
 	until := clk.Now().Add(cloudapi.SpamCooldown)
 	waitFor(t, "the cooldown stored and the message queued again", 10*time.Second, func() bool {
 		a, err := e.store.GetAccount(context.Background(), "acc")
