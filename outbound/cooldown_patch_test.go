@@ -2,6 +2,7 @@ package outbound_test
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -55,6 +56,28 @@ func (g *cooldownWriteGate) UpdateAccount(ctx context.Context, id string, p stor
 		}
 	}
 	return g.Store.UpdateAccount(ctx, id, p)
+}
+
+// cooldownLogGate holds the worker at its "account cooling down" log
+// until the test releases it: the limiter has started the cooldown, the
+// worker has not begun to store it. (A renamed message makes the test
+// time out waiting for it, never pass unheld.)
+type cooldownLogGate struct {
+	slog.Handler
+	hold
+}
+
+func newCooldownLogGate() *cooldownLogGate {
+	return &cooldownLogGate{Handler: quietLog().Handler(), hold: newHold()}
+}
+
+func (g *cooldownLogGate) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "account cooling down" {
+		if err := g.wait(ctx); err != nil {
+			return err
+		}
+	}
+	return g.Handler.Handle(ctx, r)
 }
 
 // throttledAccount sends one message from account "acc" that the provider
@@ -176,4 +199,121 @@ func TestRatePatchKeepsStoredCooldown(t *testing.T) {
 	clk.Advance(cloudapi.SpamCooldown)
 	e.d.Kick()
 	waitFor(t, "the throttled message accepted after the cooldown", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
+}
+
+// TestReactivationOutlastsCooldownWriteInFlight: the provider throttles
+// an account, the limiter cools it down, and the worker's write of
+// cooldown_until is still on its way to the store when an operator's
+// PATCH state=active clears cooldown_until and ends the limiter's
+// cooldown. The write landed after the PATCH: the store held the pause
+// the operator had ended, so GET showed the account in cooldown and the
+// next start paused it again. The re-activation must come after the
+// write and leave the store without a cooldown.
+func TestReactivationOutlastsCooldownWriteInFlight(t *testing.T) {
+	gate := newCooldownWriteGate()
+	e, _, _, m := throttledAccount(t, "7803", envOpts{wrapStore: gate.wrap})
+	t.Cleanup(gate.release) // runs before the dispatcher's Stop
+	awaitCooldown(t, e, gate.arrived, "the cooldown's store write")
+
+	// The re-activation waits for the write in flight: it can finish
+	// only once the write is released.
+	reactivated := reactivate(t, e)
+	gate.release()
+	awaitReactivated(t, reactivated)
+	assertReactivated(t, e, m)
+}
+
+// TestReactivationBeforeCooldownWriteBegins: the other order of the same
+// race. The limiter has started the cooldown, the worker has not yet
+// begun to store it when the operator's PATCH state=active is done; the
+// worker's write came after all of it and put back the ended pause. The
+// worker must store only a cooldown the limiter still holds.
+func TestReactivationBeforeCooldownWriteBegins(t *testing.T) {
+	logGate := newCooldownLogGate()
+	e, _, _, m := throttledAccount(t, "7804", envOpts{logger: slog.New(logGate)})
+	t.Cleanup(logGate.release) // runs before the dispatcher's Stop
+	awaitCooldown(t, e, logGate.arrived, "the worker between starting the cooldown and storing it")
+
+	awaitReactivated(t, reactivate(t, e))
+	logGate.release()
+	assertReactivated(t, e, m)
+}
+
+// awaitCooldown waits for the worker to reach a gate (arrived) with the
+// account cooling down in the limiter.
+func awaitCooldown(t *testing.T, e *env, arrived <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+	if lim := e.d.LimitState("acc"); lim.State != wamux.AccountCooldown {
+		t.Fatalf("after 131048 the limiter has the account %s, want cooldown", lim.State)
+	}
+}
+
+// reactivate does what PATCH /v1/accounts/acc {"state":"active"} does:
+// store the account active without cooldown_until, in the API's store
+// (e.store, which no gate holds), then tell the dispatcher, whose answer
+// comes on the channel: it may wait for a cooldown write in flight.
+func reactivate(t *testing.T, e *env) <-chan error {
+	t.Helper()
+	active, zero := wamux.AccountActive, time.Time{}
+	a, err := e.store.UpdateAccount(context.Background(), "acc", store.AccountPatch{State: &active, CooldownUntil: &zero})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.d.AccountReactivated(context.Background(), a) }()
+	return done
+}
+
+func awaitReactivated(t *testing.T, done <-chan error) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("timed out waiting for the re-activation")
+	}
+}
+
+// assertReactivated checks, once the throttled message m is queued again
+// (its worker is done storing the cooldown), that the re-activation won:
+// no cooldown in the store (GET shows the account active) nor in the
+// limiter, and the account sends at once, before and after a restart on
+// the same store.
+func assertReactivated(t *testing.T, e *env, m wamux.Message) {
+	t.Helper()
+	waitFor(t, "the cooldown write done and the message queued again", 10*time.Second, func() bool {
+		return e.status(m.ID) == wamux.StatusQueued && e.d.AttemptsRunning("acc") == 0
+	})
+	if got, err := e.store.GetAccount(context.Background(), "acc"); err != nil || got.State != wamux.AccountActive || !got.CooldownUntil.IsZero() {
+		t.Fatalf("stored account after the re-activation: state %s, cooldown_until %v, err %v; want active without cooldown_until (GET would show cooldown, a restart would pause it)",
+			got.State, got.CooldownUntil, err)
+	}
+	if lim := e.d.LimitState("acc"); lim.State != wamux.AccountActive {
+		t.Fatalf("after the re-activation the limiter has the account %s until %v, want active", lim.State, lim.CooldownUntil)
+	}
+	sendsAtOnce(t, e, "15557809002")
+
+	e.stop()
+	e.start()
+	if lim := e.d.LimitState("acc"); lim.State != wamux.AccountActive {
+		t.Fatalf("after a restart the limiter has the account %s until %v, want active: the operator ended that cooldown", lim.State, lim.CooldownUntil)
+	}
+	sendsAtOnce(t, e, "15557809003")
+}
+
+// sendsAtOnce submits a message from "acc" to a new recipient and waits
+// for the provider to accept it; the test clock is frozen, so no pause
+// that has not been ended lets it out.
+func sendsAtOnce(t *testing.T, e *env, to string) {
+	t.Helper()
+	m := textMsg(t, outbound.Request{AccountID: "acc", To: to})
+	e.submit(m)
+	waitFor(t, "a new recipient's message accepted", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
 }

@@ -361,17 +361,6 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 // be yet (the limiter starts it, the worker stores it after), so a zero
 // there is no operator ending it. AccountReactivated is that.
 func (d *Dispatcher) AccountChanged(ctx context.Context, a wamux.Account) error {
-	return d.accountChanged(ctx, a, false)
-}
-
-// AccountReactivated is AccountChanged for an operator's PATCH
-// state=active, which has cleared cooldown_until in the store: it ends the
-// limiter's cooldown too, so the account sends again at once.
-func (d *Dispatcher) AccountReactivated(ctx context.Context, a wamux.Account) error {
-	return d.accountChanged(ctx, a, true)
-}
-
-func (d *Dispatcher) accountChanged(ctx context.Context, a wamux.Account, endCooldown bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.accounts[a.ID] = a
@@ -391,10 +380,7 @@ func (d *Dispatcher) accountChanged(ctx context.Context, a wamux.Account, endCoo
 	if err := d.setLimit(ctx, a); err != nil {
 		return err
 	}
-	switch {
-	case endCooldown:
-		d.limiter.EndCooldown(a.ID)
-	case a.CooldownUntil.After(d.clock.Now()):
+	if a.CooldownUntil.After(d.clock.Now()) {
 		// PATCH state=cooldown stores when the pause ends; the limiter
 		// holds the account until then (it never shortens a longer one).
 		d.limiter.CoolDown(a.ID, a.CooldownUntil)
@@ -402,6 +388,48 @@ func (d *Dispatcher) accountChanged(ctx context.Context, a wamux.Account, endCoo
 	w.setAccount(a)
 	if d.usable(a) {
 		d.wakeDisabled()
+	}
+	return nil
+}
+
+// AccountReactivated is AccountChanged for an operator's PATCH
+// state=active, which has cleared cooldown_until in the store: it ends the
+// limiter's cooldown too, so the account sends again at once, and keeps
+// the store cleared (endCooldown). The cooldown ends first, so that an
+// account coming back from disabled is seen usable by AccountChanged.
+func (d *Dispatcher) AccountReactivated(ctx context.Context, a wamux.Account) error {
+	endErr := d.endCooldown(ctx, a.ID)
+	return errors.Join(endErr, d.AccountChanged(ctx, a))
+}
+
+// endCooldown ends the account's cooldown in the limiter and clears
+// cooldown_until in the store, both under the worker's cooldownMu, after
+// any cooldown write in flight for the account. That write may be for a
+// throttle answered before the re-activation and land after the PATCH
+// cleared cooldown_until; the store would then hold a pause the limiter
+// no longer has. Under cooldownMu the writes are in one order: a cooldown
+// written before this clear is erased by it, and one written after is one
+// the limiter started after EndCooldown (storeCooldown writes only what
+// the limiter holds at that point), a newer pause that must stay, and
+// does. The clear is written whether or not a late write put a cooldown
+// back (telling would cost a read; this is one write per re-activation),
+// and the request's cancellation does not stop it: the PATCH is stored,
+// and its clear must not be lost.
+func (d *Dispatcher) endCooldown(ctx context.Context, accountID string) error {
+	w, ok := d.worker(accountID)
+	if !ok {
+		// No worker, no cooldown write for the account.
+		d.limiter.EndCooldown(accountID)
+		return nil
+	}
+	w.cooldownMu.Lock()
+	defer w.cooldownMu.Unlock()
+	d.limiter.EndCooldown(accountID)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	var zero time.Time
+	if _, err := d.store.UpdateAccount(ctx, accountID, store.AccountPatch{CooldownUntil: &zero}); err != nil {
+		return fmt.Errorf("outbound: clear the ended cooldown of account %s: %w", accountID, err)
 	}
 	return nil
 }

@@ -38,6 +38,11 @@ type worker struct {
 	evac     chan struct{}      // wakes the evacuator
 	exited   chan struct{}      // closed when run returns
 
+	// cooldownMu orders the account's cooldown writes to the store
+	// (storeCooldown) and an operator's end of its cooldown
+	// (Dispatcher.endCooldown), store write included: see endCooldown.
+	cooldownMu sync.Mutex
+
 	// owned by run
 	q        *queues
 	buf      *sequence.Buffer[wamux.Message]
