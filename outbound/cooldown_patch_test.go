@@ -271,13 +271,19 @@ func reactivate(t *testing.T, e *env) <-chan error {
 
 func awaitReactivated(t *testing.T, done <-chan error) {
 	t.Helper()
+	awaitChange(t, done, "the re-activation")
+}
+
+// awaitChange waits for the dispatcher's answer to an account change.
+func awaitChange(t *testing.T, done <-chan error, what string) {
+	t.Helper()
 	select {
 	case err := <-done:
 		if err != nil {
 			t.Fatal(err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("timed out waiting for the re-activation")
+		t.Fatalf("timed out waiting for %s", what)
 	}
 }
 
@@ -316,4 +322,121 @@ func sendsAtOnce(t *testing.T, e *env, to string) {
 	m := textMsg(t, outbound.Request{AccountID: "acc", To: to})
 	e.submit(m)
 	waitFor(t, "a new recipient's message accepted", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
+}
+
+// patchCooldown does what PATCH /v1/accounts/acc {"state":"cooldown",
+// "cooldown_until":until} does: store the account active with that
+// cooldown_until, in the API's store (e.store, which no gate holds), then
+// hand it to the dispatcher, whose answer comes on the channel: it may
+// wait for a cooldown write in flight.
+func patchCooldown(t *testing.T, e *env, until time.Time) <-chan error {
+	t.Helper()
+	active := wamux.AccountActive
+	a, err := e.store.UpdateAccount(context.Background(), "acc", store.AccountPatch{State: &active, CooldownUntil: &until})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.d.AccountChanged(context.Background(), a) }()
+	return done
+}
+
+// assertCooldownKept checks, once the throttled message m is queued again
+// (its worker is done storing the cooldown), that the account pauses
+// until until: in the store (what GET shows), in the limiter, and after a
+// restart on the same store, with the clock past the throttle's own end.
+func assertCooldownKept(t *testing.T, e *env, clk *fakeClock, sp *scriptedProvider, m wamux.Message, until time.Time) {
+	t.Helper()
+	waitFor(t, "the cooldown write done and the message queued again", 10*time.Second, func() bool {
+		return e.status(m.ID) == wamux.StatusQueued && e.d.AttemptsRunning("acc") == 0
+	})
+	if a, err := e.store.GetAccount(context.Background(), "acc"); err != nil || !a.CooldownUntil.Equal(until) {
+		t.Fatalf("stored cooldown_until %v (err %v), want %v: the limiter pauses until then, GET and a restart must say so",
+			a.CooldownUntil, err, until)
+	}
+	if got := e.d.LimitState("acc"); got.State != wamux.AccountCooldown || !got.CooldownUntil.Equal(until) {
+		t.Fatalf("the limiter has the account %s until %v, want cooldown until %v", got.State, got.CooldownUntil, until)
+	}
+	assertHeld(t, e, sp, "15557805002")
+
+	clk.Advance(cloudapi.SpamCooldown + time.Minute) // the throttle's end is past, until is not
+	e.stop()
+	e.start()
+	if got := e.d.LimitState("acc"); got.State != wamux.AccountCooldown || !got.CooldownUntil.Equal(until) {
+		t.Fatalf("after a restart the limiter has the account %s until %v, want cooldown until %v", got.State, got.CooldownUntil, until)
+	}
+	assertHeld(t, e, sp, "15557805003")
+}
+
+// TestCooldownPatchOutlastsCooldownWriteInFlight: the provider throttles
+// an account, the worker reads the limiter's cooldown end and its write
+// of cooldown_until is on its way to the store when an operator's PATCH
+// state=cooldown stores a later end and raises the limiter to it. The
+// worker's write landed last: the store held the throttle's shorter end
+// while the limiter paused until the operator's, so GET showed the wrong
+// end and a restart cut the operator's pause short.
+func TestCooldownPatchOutlastsCooldownWriteInFlight(t *testing.T) {
+	gate := newCooldownWriteGate()
+	e, clk, sp, m := throttledAccount(t, "7805", envOpts{wrapStore: gate.wrap})
+	t.Cleanup(gate.release) // runs before the dispatcher's Stop
+	awaitCooldown(t, e, gate.arrived, "the cooldown's store write")
+	throttleEnd := clk.Now().Add(cloudapi.SpamCooldown)
+	if lim := e.d.LimitState("acc"); !lim.CooldownUntil.Equal(throttleEnd) {
+		t.Fatalf("the throttle's cooldown ends %v, want %v", lim.CooldownUntil, throttleEnd)
+	}
+
+	until := clk.Now().Add(time.Hour)
+	changed := patchCooldown(t, e, until)
+	waitFor(t, "the limiter holding the operator's end", 10*time.Second, func() bool {
+		return e.d.LimitState("acc").CooldownUntil.Equal(until)
+	})
+	gate.release()
+	awaitChange(t, changed, "the operator's cooldown applied")
+	assertCooldownKept(t, e, clk, sp, m, until)
+}
+
+// TestCooldownPatchBeforeCooldownWriteBegins: the other order of the same
+// race. The limiter has started the throttle's cooldown, the worker has
+// not yet read it to store it when the operator's PATCH state=cooldown is
+// done: the worker's write must carry the operator's later end, which the
+// limiter holds by then, not the throttle's.
+func TestCooldownPatchBeforeCooldownWriteBegins(t *testing.T) {
+	logGate := newCooldownLogGate()
+	e, clk, sp, m := throttledAccount(t, "7806", envOpts{logger: slog.New(logGate)})
+	t.Cleanup(logGate.release) // runs before the dispatcher's Stop
+	awaitCooldown(t, e, logGate.arrived, "the worker between starting the cooldown and storing it")
+
+	until := clk.Now().Add(time.Hour)
+	awaitChange(t, patchCooldown(t, e, until), "the operator's cooldown applied")
+	logGate.release()
+	assertCooldownKept(t, e, clk, sp, m, until)
+}
+
+// TestCooldownPatchShorterThanThrottleKeepsThrottle: an operator's PATCH
+// state=cooldown with an end before that of a stored throttle cooldown.
+// The limiter never shortens a running cooldown, so the account pauses
+// until the throttle's end; the store must say so too, or GET shows the
+// operator's end and a restart lets the account send into the throttle.
+func TestCooldownPatchShorterThanThrottleKeepsThrottle(t *testing.T) {
+	e, clk, sp, m := throttledAccount(t, "7807", envOpts{})
+	throttleEnd := clk.Now().Add(cloudapi.SpamCooldown)
+	waitFor(t, "the cooldown stored and the message queued again", 10*time.Second, func() bool {
+		a, err := e.store.GetAccount(context.Background(), "acc")
+		return err == nil && a.CooldownUntil.Equal(throttleEnd) && e.status(m.ID) == wamux.StatusQueued && e.d.AttemptsRunning("acc") == 0
+	})
+
+	awaitChange(t, patchCooldown(t, e, clk.Now().Add(time.Minute)), "the operator's cooldown applied")
+	if a, err := e.store.GetAccount(context.Background(), "acc"); err != nil || !a.CooldownUntil.Equal(throttleEnd) {
+		t.Fatalf("stored cooldown_until %v (err %v), want the throttle's %v, which the limiter keeps", a.CooldownUntil, err, throttleEnd)
+	}
+	if got := e.d.LimitState("acc"); got.State != wamux.AccountCooldown || !got.CooldownUntil.Equal(throttleEnd) {
+		t.Fatalf("the limiter has the account %s until %v, want cooldown until %v", got.State, got.CooldownUntil, throttleEnd)
+	}
+	clk.Advance(time.Minute) // the operator's end, not the throttle's
+	e.stop()
+	e.start()
+	if got := e.d.LimitState("acc"); got.State != wamux.AccountCooldown || !got.CooldownUntil.Equal(throttleEnd) {
+		t.Fatalf("after a restart the limiter has the account %s until %v, want cooldown until %v", got.State, got.CooldownUntil, throttleEnd)
+	}
+	assertHeld(t, e, sp, "15557807002")
 }

@@ -360,27 +360,55 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 // from the store, where a cooldown the gateway has just started may not
 // be yet (the limiter starts it, the worker stores it after), so a zero
 // there is no operator ending it. AccountReactivated is that.
+//
+// A future cooldown_until (PATCH state=cooldown) is applied to the
+// limiter, which keeps the later of it and a cooldown already running,
+// and then the limiter's end is written back to the store (storeCooldown),
+// outside d.mu. A throttle's cooldown write may be in flight with an
+// earlier end it read from the limiter before the PATCH raised it; landing
+// after the PATCH's own write, it would leave the store with the shorter
+// end, shown by GET and restored by the next start. storeCooldown waits
+// for that write (cooldownMu) and writes what the limiter holds then, so
+// the last write carries the longer end whatever the order; it also
+// stores a throttle's end later than the operator's, which the limiter
+// keeps. A store write that never lowers a future cooldown_until would
+// need a conditional write in every store backend, and would still leave
+// that second case wrong.
 func (d *Dispatcher) AccountChanged(ctx context.Context, a wamux.Account) error {
+	w, err := d.applyAccount(ctx, a)
+	if err != nil || w == nil {
+		return err
+	}
+	if err := w.storeCooldown(); err != nil {
+		return fmt.Errorf("outbound: store the cooldown of account %s: %w", a.ID, err)
+	}
+	return nil
+}
+
+// applyAccount is AccountChanged under d.mu. It returns the account's
+// worker when it applied a cooldown to it, which the caller stores.
+func (d *Dispatcher) applyAccount(ctx context.Context, a wamux.Account) (*worker, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.accounts[a.ID] = a
 	w, ok := d.workers[a.ID]
 	if !ok {
 		if !d.running {
-			return nil
+			return nil, nil
 		}
 		if err := d.startWorker(ctx, a); err != nil {
-			return err
+			return nil, err
 		}
 		if d.usable(a) {
 			d.wakeDisabled()
 		}
-		return nil
+		return nil, nil
 	}
 	if err := d.setLimit(ctx, a); err != nil {
-		return err
+		return nil, err
 	}
-	if a.CooldownUntil.After(d.clock.Now()) {
+	cooled := a.CooldownUntil.After(d.clock.Now())
+	if cooled {
 		// PATCH state=cooldown stores when the pause ends; the limiter
 		// holds the account until then (it never shortens a longer one).
 		d.limiter.CoolDown(a.ID, a.CooldownUntil)
@@ -389,7 +417,10 @@ func (d *Dispatcher) AccountChanged(ctx context.Context, a wamux.Account) error 
 	if d.usable(a) {
 		d.wakeDisabled()
 	}
-	return nil
+	if !cooled {
+		return nil, nil
+	}
+	return w, nil
 }
 
 // AccountReactivated is AccountChanged for an operator's PATCH

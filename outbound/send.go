@@ -332,28 +332,31 @@ func (w *worker) coolDown(until time.Time, started bool) {
 		w.d.metrics.cooldowns.WithLabelValues(w.id).Inc()
 		w.d.log.Warn("account cooling down", "account_id", w.id, "until", until)
 	}
-	w.storeCooldown()
+	if err := w.storeCooldown(); err != nil {
+		w.d.log.Error("store cooldown", "account_id", w.id, "err", err)
+	}
 }
 
 // storeCooldown writes the cooldown the limiter holds for the account
 // when the write starts, under cooldownMu, not the one the caller saw: an
 // operator's re-activation (Dispatcher.endCooldown) may have ended it in
 // between, and storing it then would bring back a pause the operator
-// ended, shown by GET and restored by the next start. A cooldown no
-// longer running is not written: the store has the re-activation's clear,
-// or an end already past.
-func (w *worker) storeCooldown() {
+// ended, shown by GET and restored by the next start; an operator's
+// PATCH state=cooldown may have made it longer (Dispatcher.AccountChanged
+// stores that one through here too). A cooldown no longer running is not
+// written: the store has the re-activation's clear, or an end already
+// past.
+func (w *worker) storeCooldown() error {
 	w.cooldownMu.Lock()
 	defer w.cooldownMu.Unlock()
 	lim := w.d.limiter.Limit(w.id)
 	if lim.State != wamux.AccountCooldown {
-		return
+		return nil
 	}
 	ctx, cancel := bg()
 	defer cancel()
-	if _, err := w.d.store.UpdateAccount(ctx, w.id, store.AccountPatch{CooldownUntil: &lim.CooldownUntil}); err != nil {
-		w.d.log.Error("store cooldown", "account_id", w.id, "err", err)
-	}
+	_, err := w.d.store.UpdateAccount(ctx, w.id, store.AccountPatch{CooldownUntil: &lim.CooldownUntil})
+	return err
 }
 
 // coolDownApp pauses, until the given time, the other accounts of the app

@@ -39,8 +39,10 @@ type worker struct {
 	exited   chan struct{}      // closed when run returns
 
 	// cooldownMu orders the account's cooldown writes to the store
-	// (storeCooldown) and an operator's end of its cooldown
-	// (Dispatcher.endCooldown), store write included: see endCooldown.
+	// (storeCooldown, for a throttle or an operator's PATCH
+	// state=cooldown) and an operator's end of its cooldown
+	// (Dispatcher.endCooldown), store write included: see endCooldown
+	// and AccountChanged.
 	cooldownMu sync.Mutex
 
 	// owned by run
