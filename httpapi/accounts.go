@@ -118,6 +118,7 @@ func (s *Server) handleCreateAccount(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.storeCtx(r)
 	defer cancel()
+	defer s.accountLocks.lock(a.ID)()
 	created, err := s.store.CreateAccount(ctx, a)
 	if err != nil {
 		s.fail(w, r, "create account", err)
@@ -251,6 +252,8 @@ func (s *Server) handlePatchAccount(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.storeCtx(r)
 	defer cancel()
 	id := r.PathValue("id")
+	// Held until the send pipeline has been told: see accountLocks.
+	defer s.accountLocks.lock(id)()
 	before, err := s.store.GetAccount(ctx, id)
 	if err != nil {
 		s.fail(w, r, "get account", err)

@@ -76,6 +76,7 @@ type Server struct {
 	registry     *prometheus.Registry
 	storeTimeout time.Duration
 	outbound     Outbound
+	accountLocks accountLocks // one change of an account at a time (accountlock.go)
 	settings     *settings.Manager
 	handler      http.Handler
 	// patterns are the routes registered, in order, so a test can walk
