@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/wamux/wamux/store"
@@ -23,4 +24,32 @@ func SetClaimSession(c store.Claim, pid uint32, start time.Time) {
 func TerminateClaimSession(ctx context.Context, s *Store, pid uint32, start time.Time) (bool, error) {
 	c := &pgClaim{cfg: s.pool.Config().ConnConfig.Copy()}
 	return c.terminate(ctx, session{pid: pid, start: start})
+}
+
+// HoldClaimRetake holds claim c before each attempt to take its lock again
+// after a break, until release is called: reached receives when an attempt
+// waits. Release of c ends a wait too.
+func HoldClaimRetake(c store.Claim) (reached <-chan struct{}, release func()) {
+	pc := c.(*pgClaim)
+	waiting := make(chan struct{}, 1)
+	released := make(chan struct{})
+	var once sync.Once
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	pc.beforeRetake = func(ctx context.Context) {
+		select {
+		case <-released:
+			return
+		default:
+		}
+		select {
+		case waiting <- struct{}{}:
+		default:
+		}
+		select {
+		case <-released:
+		case <-ctx.Done():
+		}
+	}
+	return waiting, func() { once.Do(func() { close(released) }) }
 }

@@ -114,6 +114,10 @@ type pgClaim struct {
 	err     error
 	lost    chan struct{}
 	holding session // the lock's last holding session; under mu for a test's hook
+	// beforeRetake, when set (by a test, under mu), runs before each
+	// attempt to take the lock again, so a test can hold the claim in the
+	// gap after a break.
+	beforeRetake func(context.Context)
 }
 
 // session names a backend for as long as it lives: the server's pids are
@@ -226,10 +230,13 @@ func (c *pgClaim) watch(ctx context.Context) {
 			case <-time.After(retry):
 			}
 		}
-		tctx, cancel := context.WithTimeout(ctx, ownerTimeout)
 		c.mu.Lock()
-		old := c.holding
+		old, hook := c.holding, c.beforeRetake
 		c.mu.Unlock()
+		if hook != nil {
+			hook(ctx)
+		}
+		tctx, cancel := context.WithTimeout(ctx, ownerTimeout)
 		err := c.take(tctx)
 		cancel()
 		var held *heldError
