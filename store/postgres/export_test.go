@@ -53,3 +53,15 @@ func HoldClaimRetake(c store.Claim) (reached <-chan struct{}, release func()) {
 	}
 	return waiting, func() { once.Do(func() { close(released) }) }
 }
+
+// ForgetClaimBump makes claim c, at its next attempt to take its lock
+// again, remember the epoch before its last bump, as if that bump's answer
+// had been lost with the connection. It runs on c's own goroutine, the
+// only one that touches the epoch.
+func ForgetClaimBump(c store.Claim) {
+	pc := c.(*pgClaim)
+	var once sync.Once
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	pc.beforeRetake = func(context.Context) { once.Do(func() { pc.epoch-- }) }
+}

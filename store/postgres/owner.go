@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/wamux/wamux/store"
 )
@@ -86,7 +88,7 @@ func (s *Store) Claim(ctx context.Context) (store.Claim, error) {
 	if every <= 0 {
 		every = OwnerCheckDefault
 	}
-	c := &pgClaim{cfg: cfg, every: every, log: s.opts.Logger, lost: make(chan struct{}), done: make(chan struct{})}
+	c := &pgClaim{cfg: cfg, every: every, log: s.opts.Logger, id: rand.Text(), lost: make(chan struct{}), done: make(chan struct{})}
 	if err := c.take(ctx); err != nil {
 		return nil, err
 	}
@@ -100,11 +102,13 @@ type pgClaim struct {
 	cfg   *pgx.ConnConfig
 	every time.Duration
 	log   *slog.Logger
+	id    string // this claim in gateway_claim, so it knows its own bumps
 
 	// Only take and watch touch these, one at a time.
 	conn  *pgx.Conn // nil while the lock is not held
 	key   int64
 	where string // database and schema, for messages
+	epoch int64  // the gateway_claim epoch this claim last wrote; 0 before the first take
 
 	stop context.CancelFunc
 	done chan struct{}
@@ -139,16 +143,29 @@ type heldError struct {
 func (e *heldError) Error() string { return e.msg }
 func (e *heldError) Unwrap() error { return store.ErrInUse }
 
-// take connects and takes the lock without waiting for it.
+// fencedError is a retake that got the lock but found the store's claim
+// epoch moved on (another gateway took the store in between), or could not
+// read it: the claim is lost either way.
+type fencedError struct {
+	msg   string
+	cause error
+}
+
+func (e *fencedError) Error() string { return e.msg }
+func (e *fencedError) Unwrap() error { return e.cause }
+
+// take connects, takes the lock without waiting for it, and bumps the
+// store's claim epoch (fence).
 func (c *pgClaim) take(ctx context.Context) error {
 	conn, err := pgx.ConnectConfig(ctx, c.cfg)
 	if err != nil {
 		return fmt.Errorf("postgres: connect for the gateway lock: %w", wrapErr(err))
 	}
-	var db, schema string
+	var db, schema, selfApp, selfClient string
 	var self session
-	if err := conn.QueryRow(ctx, `SELECT current_database(), coalesce(current_schema(), ''), pid, backend_start
-		FROM pg_stat_activity WHERE pid = pg_backend_pid()`).Scan(&db, &schema, &self.pid, &self.start); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT current_database(), coalesce(current_schema(), ''), pid, backend_start,
+		coalesce(application_name, ''), coalesce(host(client_addr), '-')
+		FROM pg_stat_activity WHERE pid = pg_backend_pid()`).Scan(&db, &schema, &self.pid, &self.start, &selfApp, &selfClient); err != nil {
 		conn.Close(context.Background())
 		return fmt.Errorf("postgres: gateway lock: %w", wrapErr(err))
 	}
@@ -163,7 +180,12 @@ func (c *pgClaim) take(ctx context.Context) error {
 			return fmt.Errorf("postgres: gateway lock on %s: %w", where, wrapErr(err))
 		}
 		if ok {
-			c.conn, c.key, c.where = conn, key, where
+			epoch, err := c.fence(ctx, conn, schema, where, fmt.Sprintf("backend pid %d (application %q, client %s)", self.pid, selfApp, selfClient))
+			if err != nil {
+				letGo(conn, key)
+				return err
+			}
+			c.conn, c.key, c.where, c.epoch = conn, key, where, epoch
 			c.mu.Lock()
 			c.holding = self
 			c.mu.Unlock()
@@ -197,21 +219,86 @@ func (c *pgClaim) take(ctx context.Context) error {
 	return held
 }
 
+// fence bumps the store's claim epoch (table gateway_claim, in the schema
+// the lock key is for) on conn, which holds the lock, and returns the epoch
+// written. The lock alone cannot tell a retake that another gateway held
+// the store while this claim's connection was broken, if that one has let
+// go again by now; the epoch can, as every gateway's take bumps it. So a
+// retake bumps it only from the epoch this claim last wrote, in one
+// statement, and otherwise fails with a fencedError. The exception is a
+// higher epoch this claim wrote itself (its id): a bump whose answer was
+// lost with the connection. A missing table is an error too, never a claim
+// without fencing: Open migrates before there is a Store to claim, so only
+// a dropped table gets here.
+func (c *pgClaim) fence(ctx context.Context, conn *pgx.Conn, schema, where, holder string) (int64, error) {
+	table := pgx.Identifier{"gateway_claim"}
+	if schema != "" {
+		table = pgx.Identifier{schema, "gateway_claim"}
+	}
+	name := table.Sanitize()
+	var epoch int64
+	var err error
+	if c.epoch == 0 {
+		err = conn.QueryRow(ctx, `INSERT INTO `+name+` AS g (id, epoch, claim, taken_at, holder) VALUES (1, 1, $1, now(), $2)
+			ON CONFLICT (id) DO UPDATE SET epoch = g.epoch + 1, claim = excluded.claim, taken_at = excluded.taken_at, holder = excluded.holder
+			RETURNING epoch`, c.id, holder).Scan(&epoch)
+	} else {
+		err = conn.QueryRow(ctx, `UPDATE `+name+` SET epoch = epoch + 1, claim = $1, taken_at = now(), holder = $2
+			WHERE id = 1 AND (epoch = $3 OR (claim = $1 AND epoch > $3))
+			RETURNING epoch`, c.id, holder, c.epoch).Scan(&epoch)
+	}
+	if err == nil {
+		return epoch, nil
+	}
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table
+		err = fmt.Errorf("postgres: gateway lock on %s: the claim epoch table %s is missing, so a gateway that held the store in between cannot be told (Open creates it): %w",
+			where, name, err)
+		if c.epoch == 0 {
+			return 0, err
+		}
+		return 0, &fencedError{msg: err.Error(), cause: err}
+	case c.epoch != 0 && errors.Is(err, pgx.ErrNoRows): // the epoch moved on: below
+	default:
+		return 0, fmt.Errorf("postgres: gateway lock on %s: bump the claim epoch: %w", where, wrapErr(err))
+	}
+	// Holding the lock, read who moved the epoch on, for the operator.
+	var takenAt time.Time
+	var other string
+	err = conn.QueryRow(ctx, `SELECT epoch, taken_at, holder FROM `+name+` WHERE id = 1`).Scan(&epoch, &takenAt, &other)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return 0, &fencedError{cause: store.ErrInUse, msg: fmt.Sprintf(
+			"the claim epoch row of %s is gone, so whether another gateway held the store while this one's lock connection was broken cannot be told (this gateway last took epoch %d): %v",
+			where, c.epoch, store.ErrInUse)}
+	case err != nil:
+		return 0, fmt.Errorf("postgres: gateway lock on %s: read the claim epoch: %w", where, wrapErr(err))
+	}
+	return 0, &fencedError{cause: store.ErrInUse, msg: fmt.Sprintf(
+		"another gateway held the store (%s) while this one's lock connection was broken: claim epoch %d taken at %s by %s; this gateway last took epoch %d: %v",
+		where, epoch, takenAt.UTC().Format(time.RFC3339Nano), other, c.epoch, store.ErrInUse)}
+}
+
+// letGo unlocks key on conn and closes it. Unlock before closing: the
+// server drops a closed session's locks only once its backend has exited,
+// and a gateway started right after this one let go must find the lock
+// free.
+func letGo(conn *pgx.Conn, key int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), ownerTimeout)
+	defer cancel()
+	_, _ = conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", key)
+	conn.Close(ctx)
+}
+
 // watch holds the lock connection until it breaks and then takes the lock
 // again, until ctx ends or the claim is lost.
 func (c *pgClaim) watch(ctx context.Context) {
 	defer close(c.done)
 	defer func() {
-		if c.conn == nil {
-			return
+		if c.conn != nil {
+			letGo(c.conn, c.key)
 		}
-		// Unlock before closing: the server drops a closed session's locks
-		// only once its backend has exited, and a gateway started right
-		// after this one stopped must find the lock free.
-		uctx, cancel := context.WithTimeout(context.Background(), ownerTimeout)
-		defer cancel()
-		_, _ = c.conn.Exec(uctx, "SELECT pg_advisory_unlock($1)", c.key)
-		c.conn.Close(uctx)
 	}()
 	retry := min(ownerRetry, c.every)
 	for {
@@ -240,6 +327,7 @@ func (c *pgClaim) watch(ctx context.Context) {
 		err := c.take(tctx)
 		cancel()
 		var held *heldError
+		var fenced *fencedError
 		switch {
 		case err == nil:
 			c.logger().Info("gateway lock taken again", "store", c.where)
@@ -256,6 +344,14 @@ func (c *pgClaim) watch(ctx context.Context) {
 			case ended:
 				c.logger().Info("gateway lock still held by this gateway's broken session; ended it", "store", c.where, "pid", old.pid)
 			}
+		case errors.As(err, &fenced):
+			// take let go of the lock again: the other gateway may have
+			// written what this one caches, and it must stop.
+			c.mu.Lock()
+			c.err = fmt.Errorf("postgres: gateway lock lost: %w", err)
+			c.mu.Unlock()
+			close(c.lost)
+			return
 		case errors.As(err, &held):
 			c.mu.Lock()
 			c.err = fmt.Errorf("postgres: gateway lock lost: its connection broke and another process took it: %w", err)

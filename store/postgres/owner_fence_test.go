@@ -114,6 +114,7 @@ func TestClaimLostToGatewayInGap(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the claim took the lock again without noticing another gateway held the store meanwhile")
 	}
+	t.Log(ca.Err())
 	if err := ca.Err(); !errors.Is(err, store.ErrInUse) || !strings.Contains(err.Error(), "another gateway held the store") {
 		t.Fatalf("lost claim's error: %v, want ErrInUse saying another gateway held the store", err)
 	}
@@ -123,4 +124,75 @@ func TestClaimLostToGatewayInGap(t *testing.T) {
 		t.Fatalf("claim after the first was lost: %v", err)
 	}
 	cb.Release()
+}
+
+// TestClaimOwnBumpUnanswered: a bump whose answer was lost with the
+// connection leaves the epoch one past what the claim remembers, written by
+// the claim itself; its next retake must take that for its own, not for
+// another gateway's, and go on.
+func TestClaimOwnBumpUnanswered(t *testing.T) {
+	a, _, schema := claimStores(t, 20*time.Millisecond)
+	ca, err := a.Claim(t.Context())
+	if err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	defer ca.Release()
+	postgres.ForgetClaimBump(ca)
+	old := lockHolder(t, a, schema)
+	terminate(t, a, old)
+	waitFor(t, "the lock taken again and its epoch written", func() bool {
+		notLost(t, ca)
+		pid := lockHolder(t, a, schema)
+		e, _ := claimEpoch(t, a)
+		return pid != 0 && pid != old && e == 2
+	})
+	notLost(t, ca)
+}
+
+// TestClaimWithoutEpochTable: a claim never goes on unfenced. Open creates
+// gateway_claim, so only a dropped table gets here: the first take fails
+// and lets go of the lock; a retake loses the claim.
+func TestClaimWithoutEpochTable(t *testing.T) {
+	drop := func(t *testing.T, s *postgres.Store) {
+		t.Helper()
+		if _, err := s.Pool().Exec(t.Context(), "DROP TABLE gateway_claim"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("first take", func(t *testing.T) {
+		a, _, schema := claimStores(t, 20*time.Millisecond)
+		drop(t, a)
+		c, err := a.Claim(t.Context())
+		if err == nil {
+			c.Release()
+			t.Fatal("claim without gateway_claim succeeded")
+		}
+		if errors.Is(err, store.ErrInUse) || !strings.Contains(err.Error(), "gateway_claim") || !strings.Contains(err.Error(), "is missing") {
+			t.Fatalf("claim without gateway_claim: %v, want an error saying the table is missing, not ErrInUse", err)
+		}
+		if pid := lockHolder(t, a, schema); pid != 0 {
+			t.Fatalf("lock held by pid %d after the failed claim", pid)
+		}
+	})
+
+	t.Run("retake", func(t *testing.T) {
+		a, _, schema := claimStores(t, 20*time.Millisecond)
+		ca, err := a.Claim(t.Context())
+		if err != nil {
+			t.Fatalf("claim: %v", err)
+		}
+		defer ca.Release()
+		drop(t, a)
+		terminate(t, a, lockHolder(t, a, schema))
+		select {
+		case <-ca.Lost():
+		case <-time.After(30 * time.Second):
+			t.Fatal("the claim took the lock again without its epoch table")
+		}
+		if err := ca.Err(); err == nil || !strings.Contains(err.Error(), "gateway_claim") {
+			t.Fatalf("lost claim's error: %v, want it to name gateway_claim", err)
+		}
+		waitFor(t, "the lost claim to let go of the lock", func() bool { return lockHolder(t, a, schema) == 0 })
+	})
 }
