@@ -213,8 +213,9 @@ type Owner interface {
 type Claim interface {
 	// Lost is closed when the claim was lost for good, with Err saying
 	// why: its hold broke and another process took it before it could be
-	// taken again. The holder must stop sending at once. A claim that
-	// cannot break (a file lock) never closes it.
+	// taken again, or held it in between (a store that can tell). The
+	// holder must stop sending at once. A claim that cannot break (a file
+	// lock) never closes it.
 	Lost() <-chan struct{}
 	// Err is why the claim was lost; nil while Lost is open.
 	Err() error

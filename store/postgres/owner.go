@@ -69,8 +69,16 @@ func OwnerLockKey(schema string) int64 {
 // transport allows: a session the server ended is noticed at once; a
 // silent path within Options.OwnerCheck plus ownerTimeout, or the TCP
 // keepalive (ownerKeepAlive). A gateway that starts in the gap takes the
-// store and this one reports the loss at its next attempt, a moment later;
-// one that also stopped within the gap is not noticed.
+// store and this one reports the loss at its next attempt, a moment later.
+// One that also stopped within the gap leaves the lock free, but every take
+// bumps the store's claim epoch (table gateway_claim) holding the lock, and
+// a retake bumps only the epoch this claim last wrote: finding another, the
+// claim lets the lock go and is lost, as the store was written by two
+// gateways and this one's caches and sequences may be stale. Both may
+// still have sent in the gap; that is told, not prevented. A process that
+// takes the lock without bumping the epoch (a wamux from before migration
+// 0080, a hand-made pg_advisory_lock) and lets go within the gap is still
+// not noticed.
 func (s *Store) Claim(ctx context.Context) (store.Claim, error) {
 	if s.closed.Load() {
 		return nil, errClosed
