@@ -76,7 +76,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "wamux_queue_depth", Help: "Messages queued per account and priority.",
 		}, []string{"account", "priority"}),
 		seqWaiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "wamux_seq_waiting", Help: "Messages waiting for a missing client_seq predecessor.",
+			Name: "wamux_seq_waiting", Help: "Messages waiting for a missing client_seq predecessor, or for their released sequencing step to be stored.",
 		}, []string{"account"}),
 		seqWait: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "wamux_seq_wait_seconds", Help: "Time a message waited in the reorder buffer before release.",

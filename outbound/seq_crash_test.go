@@ -148,3 +148,38 @@ func TestHeldSeqAfterUnstoredSkipStaysBehind(t *testing.T) {
 		t.Fatalf("gaps skipped after the restart = %v, want 0: 2 is there", got)
 	}
 }
+
+// TestUnstoredSeqStepShownWaiting: a message the reorder buffer released
+// waits, while its sequencing step cannot be stored, in neither the
+// buffer nor the queue; it is still waiting_seq in the store and must be
+// counted in wamux_seq_waiting, or an operator sees an account with
+// nothing waiting and nothing queued that sends nothing. Once the step is
+// stored it is sent and the gauge is back to 0.
+func TestUnstoredSeqStepShownWaiting(t *testing.T) {
+	clk := newFakeClock()
+	fs := &seqFailStore{}
+	e := newEnv(t, envOpts{clock: clk, wrapStore: fs.wrap})
+	e.addAccount("acc", "9613", 100, 100, sim.Limits{Rate: 1000})
+	waiting := func() float64 { return metric(t, e, "wamux_seq_waiting", map[string]string{"account": "acc"}) }
+	fs.left.Store(1 << 30)
+	msg := textMsg(t, outbound.Request{AccountID: "acc", ClientSeq: seqp(1), To: "15559630001"})
+	e.submit(msg)
+	waitFor(t, "the sequencing step failing", 10*time.Second, func() bool { return fs.left.Load() < 1<<30 })
+	waitFor(t, "seq 1 counted waiting while its step is not stored", 10*time.Second, func() bool {
+		e.d.Kick()
+		return waiting() == 1
+	})
+	if st := e.status(msg.ID); st != wamux.StatusWaitingSeq {
+		t.Fatalf("status %s while the step is not stored, want waiting_seq", st)
+	}
+	fs.left.Store(0)
+	waitFor(t, "seq 1 accepted once its step is stored", 10*time.Second, func() bool {
+		clk.Advance(time.Second)
+		e.d.Kick()
+		return e.status(msg.ID) == wamux.StatusAccepted
+	})
+	waitFor(t, "nothing counted waiting", 10*time.Second, func() bool {
+		e.d.Kick()
+		return waiting() == 0
+	})
+}

@@ -319,7 +319,10 @@ func (w *worker) publishDepth() time.Time {
 	for p := 0; p < 3; p++ {
 		m.queueDepth.WithLabelValues(w.id, wamux.Priority(p).String()).Set(float64(w.q.depth[p]))
 	}
-	m.seqWaiting.WithLabelValues(w.id).Set(float64(w.buf.Len()))
+	// A message released while its step could not be stored (unstored)
+	// is still waiting_seq in the store and goes nowhere until the write
+	// succeeds: it counts as waiting.
+	m.seqWaiting.WithLabelValues(w.id).Set(float64(w.buf.Len() + len(w.unstored)))
 	m.unknownOutcomes.WithLabelValues(w.id).Set(float64(w.unknownN))
 	state := w.snapshotAccount().State
 	var until time.Time
