@@ -420,3 +420,81 @@ func TestWebhookInboundPoison(t *testing.T) {
 		})
 	}
 }
+
+// TestWebhookUnreadableItemsBesideReadable: one status, inbound message
+// or async error of a signed notification whose fields have other JSON
+// types than reference §4 gives them (a number for the string timestamp,
+// a string for the int code) is poison like a status without an id: it
+// is dead-lettered and the notification answered 200 with what could be
+// read. A 400 has Meta redeliver the whole POST for 7 days (§6), and the
+// statuses beside it, which every delivery fails the same way, are lost.
+// A value whose own shape is wrong (statuses not an array) still has
+// nothing to read and is refused.
+func TestWebhookUnreadableItemsBesideReadable(t *testing.T) {
+	b := newReceiptBundle(t)
+	ctx := context.Background()
+	body := []byte(`{"object":"whatsapp_business_account","entry":[{"id":"1","changes":[
+		{"field":"messages","value":{"messaging_product":"whatsapp","metadata":{"phone_number_id":"` + phoneID + `"},
+			"statuses":[{"id":"wamid.NUM","status":"sent","timestamp":1750030073,"recipient_id":"16505551234"},
+				{"id":"wamid.OK","status":"delivered","timestamp":"1750030075","recipient_id":"16505551234"},
+				{"id":"wamid.CODE","status":"failed","timestamp":"1750030076","recipient_id":"16505551234",
+					"errors":[{"code":"131049","title":"not delivered"}]}],
+			"messages":[{"from":"16505551234","id":"wamid.INBAD","timestamp":1750030100,"type":"text","text":{"body":"secret words"}},
+				{"from":"16505551234","id":"wamid.INOK","timestamp":"1750030100","type":"text","text":{"body":"hi"}}],
+			"errors":[{"code":"131000","title":"Something went wrong"}]}},
+		{"field":"messages","value":{"messaging_product":"whatsapp","metadata":{"phone_number_id":"777"},
+			"statuses":[{"id":"wamid.UNK","status":"read","timestamp":true,"recipient_id":"16505551234"}]}}]}]}`)
+	for i := 0; i < 2; i++ {
+		r := b.webhook(t, body, cloudapi.Sign(body, appSecret))
+		if r.status != http.StatusOK || strings.TrimSpace(string(r.body)) != `{"inbound":1,"receipts":1}` {
+			t.Fatalf("delivery %d: %d %s, want 200 with one inbound and one receipt", i, r.status, r.body)
+		}
+	}
+	b.flush(t)
+	key := store.StateKey{AccountID: "acc1", MessageID: "wamid.OK"}
+	states, err := b.store.GetStates(ctx, []store.StateKey{key})
+	if err != nil || states[key].Type != wamux.ReceiptDelivered {
+		t.Errorf("wamid.OK state %+v (%v), want delivered", states, err)
+	}
+	if n, err := b.store.AddInboundMessages(ctx, []store.InboundMessage{{AccountID: "acc1", WAMID: "wamid.INOK", Type: "text"}}); err != nil || n != 0 {
+		t.Errorf("wamid.INOK was not kept (adding it again added %d, %v)", n, err)
+	}
+	dead, err := b.store.ListDeadLetters(ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Per delivery: two statuses, one message, one error of acc1, and the
+	// unknown number's value.
+	want := map[string]int{"wamid.NUM": 2, "wamid.CODE": 2, "wamid.INBAD": 2, "131000": 2, "wamid.UNK": 2}
+	got := map[string]int{}
+	for _, d := range dead {
+		p := string(d.Payload)
+		for k := range want {
+			if strings.Contains(p, k) {
+				got[k]++
+			}
+		}
+		if d.Source != "webhook" || strings.Contains(p, "secret words") {
+			t.Errorf("dead letter %+v %s: want source webhook and no user's text", d, p)
+		}
+		if strings.Contains(p, "wamid.UNK") && (d.AccountID != "" || strings.Contains(p, "16505551234")) {
+			t.Errorf("unknown number's dead letter %+v %s: want no account and no user's phone number", d, p)
+		}
+	}
+	if len(dead) != 10 || len(got) != len(want) {
+		for _, d := range dead {
+			t.Logf("dead letter: %s %s %s", d.AccountID, d.Reason, d.Payload)
+		}
+		t.Errorf("%d dead letters naming %v, want 10 naming each of %v twice", len(dead), got, want)
+	}
+	for k, n := range got {
+		if n != want[k] {
+			t.Errorf("%s in %d dead letters, want %d", k, n, want[k])
+		}
+	}
+
+	shape := []byte(value(`"statuses":{"id":"wamid.X","status":"sent","timestamp":"1750030073"}`))
+	if r := b.webhook(t, shape, cloudapi.Sign(shape, appSecret)); r.status != http.StatusBadRequest {
+		t.Errorf("statuses as an object: %d %s, want 400", r.status, r.body)
+	}
+}

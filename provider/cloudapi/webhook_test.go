@@ -104,3 +104,29 @@ func TestParseWebhookIgnoresOtherFieldsShapes(t *testing.T) {
 		t.Fatal("a messages change with errors as an object was accepted")
 	}
 }
+
+// TestParseWebhookKeepsReadableItems: in a "messages" change, a status,
+// inbound message or error whose fields have other JSON types than ours
+// does not make the notification unreadable: the items beside it are
+// decoded. A value that is not an object, or whose statuses are not an
+// array, is still refused (TestParseWebhookIgnoresOtherFieldsShapes).
+func TestParseWebhookKeepsReadableItems(t *testing.T) {
+	body := `{"object":"whatsapp_business_account","entry":[{"id":"w","changes":[{"field":"messages","value":{
+		"messaging_product":"whatsapp","metadata":{"phone_number_id":"p"},
+		"statuses":[{"id":"wamid.bad","status":"sent","timestamp":1},{"id":"wamid.ok","status":"sent","timestamp":"1"},7],
+		"messages":[{"id":"wamid.in","timestamp":"1","type":"text","text":"not an object"},{"id":"wamid.in2","timestamp":"1","type":"text"}],
+		"errors":[{"code":"1"},{"code":2,"title":"t"}],
+		"contacts":[{"wa_id":1},{"wa_id":"3"}]}}]}]}`
+	w, err := cloudapi.ParseWebhook([]byte(body))
+	if err != nil {
+		t.Fatalf("refused: %v", err)
+	}
+	v := w.Entry[0].Changes[0].Value
+	if v.Metadata.PhoneNumberID != "p" || v.MessagingProduct != "whatsapp" ||
+		len(v.Statuses) != 1 || v.Statuses[0].ID != "wamid.ok" ||
+		len(v.Messages) != 1 || v.Messages[0].ID != "wamid.in2" ||
+		len(v.Errors) != 1 || v.Errors[0].Code != 2 ||
+		len(v.Contacts) != 1 || v.Contacts[0].WaID != "3" {
+		t.Fatalf("value %+v", v)
+	}
+}
