@@ -76,8 +76,9 @@ func (s *Server) handleWebhookVerify(w http.ResponseWriter, r *http.Request) {
 // on the raw bytes before anything is parsed; the answer is 200 only once
 // every status, inbound message and dead letter it carried is durable, so
 // Meta redelivers anything we could not keep. Poison inside a signed
-// notification (a status without id, a bad timestamp, an inbound message
-// whose id no store can key) is dead-lettered and still answered 200:
+// notification (a status without id, a bad timestamp or one of another
+// JSON type, an inbound message whose id no store can key) is
+// dead-lettered and still answered 200:
 // redelivering it would never help. A notification
 // none of whose phone numbers belong to an account is refused (404) and
 // nothing is stored, so Meta keeps it until the account is added; beside
@@ -193,11 +194,16 @@ func normalizeWebhook(hook *cloudapi.Webhook, lookup func(phoneID string) (strin
 		Code  int    `json:"code"`
 		Title string `json:"title,omitempty"`
 	}
+	type unknownItem struct {
+		Kind string                     `json:"kind"`
+		Item map[string]json.RawMessage `json:"item"`
+	}
 	type unknownValue struct {
 		PhoneNumberID string           `json:"phone_number_id"`
 		Statuses      []unknownStatus  `json:"statuses,omitempty"`
 		Messages      []unknownMessage `json:"messages,omitempty"`
 		Errors        []unknownError   `json:"errors,omitempty"`
+		Unreadable    []unknownItem    `json:"unreadable,omitempty"`
 	}
 	var unknown []unknownValue
 	for _, e := range hook.Entry {
@@ -209,7 +215,7 @@ func normalizeWebhook(hook *cloudapi.Webhook, lookup func(phoneID string) (strin
 				continue
 			}
 			v := c.Value
-			if v.Metadata.PhoneNumberID == "" && len(v.Statuses) == 0 && len(v.Messages) == 0 && len(v.Errors) == 0 {
+			if v.Metadata.PhoneNumberID == "" && len(v.Statuses) == 0 && len(v.Messages) == 0 && len(v.Errors) == 0 && len(v.Unreadable) == 0 {
 				continue // a change without content for us (other fields)
 			}
 			n.values++
@@ -233,6 +239,9 @@ func normalizeWebhook(hook *cloudapi.Webhook, lookup func(phoneID string) (strin
 					// Top-level errors of a known number are dead letters
 					// of their own (provider_error); these would be lost.
 					u.Errors = append(u.Errors, unknownError{Code: e.Code, Title: e.Title})
+				}
+				for _, it := range v.Unreadable {
+					u.Unreadable = append(u.Unreadable, unknownItem{Kind: it.Kind, Item: namingFields(it.Raw)})
 				}
 				unknown = append(unknown, u)
 				continue
@@ -271,6 +280,19 @@ func normalizeWebhook(hook *cloudapi.Webhook, lookup func(phoneID string) (strin
 			for _, e := range v.Errors {
 				dead("provider_error", account, fmt.Sprintf("provider error notification: code %d: %s", e.Code, e.Title), e)
 			}
+			// Items of another shape than Meta's (ParseWebhook kept them
+			// aside so the rest could be read): poison, like a status
+			// without an id.
+			for _, it := range v.Unreadable {
+				switch it.Kind {
+				case cloudapi.ItemStatus:
+					dead("invalid_status", account, "status could not be read: "+it.Reason, namingFields(it.Raw))
+				case cloudapi.ItemMessage:
+					dead("invalid_inbound", account, "inbound message could not be read: "+it.Reason, namingFields(it.Raw))
+				default:
+					dead("provider_error", account, "provider error notification could not be read: "+it.Reason, namingFields(it.Raw))
+				}
+			}
 		}
 	}
 	if n.known > 0 && len(unknown) > 0 {
@@ -280,6 +302,26 @@ func normalizeWebhook(hook *cloudapi.Webhook, lookup func(phoneID string) (strin
 		}
 	}
 	return n, nil
+}
+
+// namingFields is what a dead letter keeps of an item that could not be
+// read: the fields that name it and say what happened (as received, so
+// the item can be replayed once fixed), not the user's phone number or
+// text. Keys match case-insensitively, as encoding/json's do; an item that
+// is not even an object keeps nothing.
+func namingFields(raw json.RawMessage) map[string]json.RawMessage {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil {
+		return map[string]json.RawMessage{}
+	}
+	for k := range fields {
+		switch strings.ToLower(k) {
+		case "id", "status", "timestamp", "type", "biz_opaque_callback_data", "errors", "code", "title", "message", "error_data", "href":
+		default:
+			delete(fields, k)
+		}
+	}
+	return fields
 }
 
 // phoneCacheTTL bounds how long a phone_number_id → account mapping is

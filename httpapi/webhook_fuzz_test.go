@@ -10,7 +10,8 @@ import (
 
 // FuzzNormalizeWebhook: whatever a signed notification holds, the
 // handler's normalisation never panics, accounts for every status of a
-// known number exactly once (receipt, ignored or dead letter), gives
+// known number exactly once (receipt, ignored or dead letter; one of
+// another JSON shape included), gives
 // every receipt its account, and yields receipts already in canonical form.
 func FuzzNormalizeWebhook(f *testing.F) {
 	f.Add([]byte(`{"object":"whatsapp_business_account","entry":[{"id":"1","changes":[{"field":"messages","value":{"metadata":{"phone_number_id":"p1"},"statuses":[{"id":"wamid.1","status":"sent","timestamp":"1750030073"},{"id":"wamid.1","status":"failed","timestamp":"1750030080","errors":[{"code":131049,"title":"x"}]}]}}]}]}`))
@@ -20,6 +21,9 @@ func FuzzNormalizeWebhook(f *testing.F) {
 	// top-level errors beside an unknown number, inbound ids no store keeps.
 	f.Add([]byte(`{"object":"whatsapp_business_account","entry":[{"id":"1","changes":[{"field":"messages","value":{"metadata":{"phone_number_id":"p1"},"statuses":[{"id":"wamid.G","status":"read","timestamp":"1750030080","recipient_id":"120363025246125486@g.us","recipient_type":"group","recipient_participant_id":"1"},{"id":"wamid.D","status":"deleted","timestamp":"1750030080"},{"id":"wamid.H","status":"held_for_quality_assessment","timestamp":"1750030080"}]}},{"field":"messages","value":{"metadata":{"phone_number_id":"p2"},"errors":[{"code":131000,"title":"Something went wrong"}]}},{"field":"message_template_status_update","value":{"event":"APPROVED","message_template_id":1}}]}]}`))
 	f.Add([]byte(`{"object":"whatsapp_business_account","entry":[{"changes":[{"field":"messages","value":{"metadata":{"phone_number_id":"p1"},"messages":[{"id":"wamid.N\u0000","type":"text","timestamp":"1750030100"},{"id":" ","type":"te\u0000xt"},{"id":"wamid.OK","type":"reaction","timestamp":"1750030100"}]}}]}]}`))
+	// Items of another JSON shape beside readable ones, of a known and an
+	// unknown number.
+	f.Add([]byte(`{"object":"whatsapp_business_account","entry":[{"changes":[{"field":"messages","value":{"metadata":{"phone_number_id":"p1"},"statuses":[{"id":"w1","status":"sent","timestamp":1},{"id":"w2","status":"sent","timestamp":"1750030073"},7],"messages":[{"id":"in","type":"text","timestamp":1}],"errors":[{"code":"1"}]}},{"field":"messages","value":{"metadata":{"phone_number_id":"p2"},"statuses":[{"id":"w3","status":"read","timestamp":true}]}}]}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		hook, err := cloudapi.ParseWebhook(body)
 		if err != nil {
@@ -40,6 +44,11 @@ func FuzzNormalizeWebhook(f *testing.F) {
 			for _, c := range e.Changes {
 				if c.Value.Metadata.PhoneNumberID == "p1" {
 					statuses += len(c.Value.Statuses)
+					for _, u := range c.Value.Unreadable {
+						if u.Kind == cloudapi.ItemStatus {
+							statuses++
+						}
+					}
 				}
 			}
 		}

@@ -43,6 +43,8 @@ func FuzzParseWebhook(f *testing.F) {
 	f.Add([]byte(`{"object":"whatsapp_business_account","entry":[{"changes":[{"value":{"errors":[{"code":1}]}}]}]}`))
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`null`))
+	f.Add([]byte(`{"object":"whatsapp_business_account","entry":[{"changes":[{"field":"messages","value":{` +
+		`"statuses":[{"id":"wamid.bad","status":"sent","timestamp":1},{"id":"wamid.ok","status":"sent","timestamp":"1"}]}}]}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		w, err := cloudapi.ParseWebhook(body)
 		if err != nil {
@@ -50,6 +52,12 @@ func FuzzParseWebhook(f *testing.F) {
 		}
 		for _, e := range w.Entry {
 			for _, c := range e.Changes {
+				for _, u := range c.Value.Unreadable {
+					if (u.Kind != cloudapi.ItemStatus && u.Kind != cloudapi.ItemMessage && u.Kind != cloudapi.ItemError) ||
+						len(u.Raw) == 0 || u.Reason == "" {
+						t.Fatalf("unreadable item %+v", u)
+					}
+				}
 				for _, s := range c.Value.Statuses {
 					r, err := s.Receipt()
 					if err == nil && (r.MessageID == "" || r.Type.Version() == 0) {
@@ -96,6 +104,9 @@ func FuzzParseWebhookMatchesStdlib(f *testing.F) {
 	f.Add([]byte(`{"object":"a"} {}`))
 	f.Add([]byte(`{"entry":[{"changes":[{"value":{"statuses":[{"errors":[{"code":1.5}]}]}}]}]}`))
 	f.Add([]byte(`{"entry":{"id":"not an array"}}`))
+	f.Add([]byte(`{"object":"whatsapp_business_account","entry":[{"changes":[{"field":"messages","value":{"metadata":{"phone_number_id":"p"},` +
+		`"statuses":[{"id":"wamid.bad","status":"sent","timestamp":1},{"id":"wamid.ok","status":"sent","timestamp":"1"},null,7],` +
+		`"messages":[{"id":"in","timestamp":2}],"errors":[{"code":"1"}],"contacts":[{"wa_id":1}]}}]}]}`))
 	f.Add([]byte(`{"object":"whatsapp_business_account","entry":[{"changes":[{"field":"account_update","value":{"errors":{"code":1}}},` +
 		`{"field":"messages","value":{"statuses":[{"id":"wamid.x","status":"sent","timestamp":"1"}]}}]}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {

@@ -53,6 +53,26 @@ type Value struct {
 	Messages         []InboundMessage `json:"messages,omitempty"`
 	Statuses         []Status         `json:"statuses,omitempty"`
 	Errors           []WebhookError   `json:"errors,omitempty"`
+	// Unreadable are the items of Statuses, Messages and Errors that do
+	// not have their kind's shape (a number where Meta sends a string),
+	// left out of those: a value holding one is decoded item by item
+	// (ParseWebhookByChange), so the caller can keep them aside and take
+	// the rest.
+	Unreadable []UnreadableItem `json:"-"`
+}
+
+// Kinds of UnreadableItem.
+const (
+	ItemStatus  = "status"
+	ItemMessage = "message"
+	ItemError   = "error"
+)
+
+// UnreadableItem is one item of a value that did not decode.
+type UnreadableItem struct {
+	Kind   string          // ItemStatus, ItemMessage or ItemError
+	Raw    json.RawMessage // the item as received
+	Reason string          // why it did not decode
 }
 
 // Metadata names the business number; PhoneNumberID routes to an account.
@@ -148,6 +168,12 @@ type ErrorData struct {
 // must decode; the others are left empty. Otherwise an account or template
 // update reusing a name such as "errors" or "metadata" with another type
 // would make Meta's whole notification a 400, redelivered for days.
+// Likewise a "messages" value that does not decode is decoded item by
+// item: a status, inbound message or error of another shape goes to
+// Value.Unreadable and the items beside it are kept (a contact of another
+// shape is dropped: nothing of contacts is used). Only a value whose own
+// shape is wrong (not an object, metadata not an object, statuses not an
+// array) is refused.
 func ParseWebhook(body []byte) (*Webhook, error) {
 	var w Webhook
 	if err := gojson.Unmarshal(body, &w); err != nil {
@@ -191,12 +217,59 @@ func ParseWebhookByChange(body []byte) (*Webhook, error) {
 			if c.Field != "" && c.Field != FieldMessages || len(c.Value) == 0 {
 				continue
 			}
-			if err := json.Unmarshal(c.Value, &w.Entry[i].Changes[j].Value); err != nil {
-				return nil, err
+			v := &w.Entry[i].Changes[j].Value
+			if err := json.Unmarshal(c.Value, v); err != nil {
+				if err := decodeValueByItem(c.Value, v); err != nil {
+					return nil, err
+				}
 			}
 		}
 	}
 	return w, nil
+}
+
+// decodeValueByItem decodes a "messages" value that did not decode as a
+// whole one item at a time, into a fresh *v: one status of another shape
+// is poison the caller dead-letters, and must not cost the statuses
+// beside it (a 400 has Meta redeliver them all for 7 days, failing alike).
+func decodeValueByItem(raw []byte, v *Value) error {
+	var items struct {
+		MessagingProduct string            `json:"messaging_product"`
+		Metadata         Metadata          `json:"metadata"`
+		Contacts         []json.RawMessage `json:"contacts"`
+		Messages         []json.RawMessage `json:"messages"`
+		Statuses         []json.RawMessage `json:"statuses"`
+		Errors           []json.RawMessage `json:"errors"`
+	}
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return err
+	}
+	*v = Value{MessagingProduct: items.MessagingProduct, Metadata: items.Metadata}
+	v.Contacts = decodeItems[Contact](items.Contacts, "", nil)
+	v.Messages = decodeItems[InboundMessage](items.Messages, ItemMessage, &v.Unreadable)
+	v.Statuses = decodeItems[Status](items.Statuses, ItemStatus, &v.Unreadable)
+	v.Errors = decodeItems[WebhookError](items.Errors, ItemError, &v.Unreadable)
+	return nil
+}
+
+// decodeItems decodes each of raws into a T, and adds those that do not
+// decode to *unreadable as kind (or drops them when kind is "").
+func decodeItems[T any](raws []json.RawMessage, kind string, unreadable *[]UnreadableItem) []T {
+	if raws == nil {
+		return nil
+	}
+	out := make([]T, 0, len(raws))
+	for _, r := range raws {
+		var x T
+		if err := json.Unmarshal(r, &x); err != nil {
+			if kind != "" {
+				*unreadable = append(*unreadable, UnreadableItem{Kind: kind, Raw: r, Reason: err.Error()})
+			}
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
 }
 
 // Receipt converts a status into the gateway's receipt. AccountID is left

@@ -1,6 +1,7 @@
 package cloudapi_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -128,5 +129,17 @@ func TestParseWebhookKeepsReadableItems(t *testing.T) {
 		len(v.Errors) != 1 || v.Errors[0].Code != 2 ||
 		len(v.Contacts) != 1 || v.Contacts[0].WaID != "3" {
 		t.Fatalf("value %+v", v)
+	}
+	var got []string
+	for _, u := range v.Unreadable {
+		if u.Reason == "" {
+			t.Errorf("unreadable %s %s without a reason", u.Kind, u.Raw)
+		}
+		got = append(got, u.Kind+" "+string(u.Raw))
+	}
+	want := []string{`message {"id":"wamid.in","timestamp":"1","type":"text","text":"not an object"}`,
+		`status {"id":"wamid.bad","status":"sent","timestamp":1}`, `status 7`, `error {"code":"1"}`}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("unreadable:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
