@@ -7,7 +7,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -201,5 +204,90 @@ func TestBadTokenOnUnknownNumberIs190(t *testing.T) {
 	}
 	if got := h.s.Stats().UnknownNumber; got != 2 {
 		t.Fatalf("unknown_number %d, want 2", got)
+	}
+}
+
+// Reference §6: Meta retries "on any non-200 response", and a redirect is
+// one. The sim's HTTP client used to follow it: a receiver answering 307
+// (or 302 to a page answering 200) counted as delivered, so a gateway
+// behind a misconfigured proxy passed against the sim while Meta would
+// keep redelivering, and the signed body went to a URL nobody configured.
+func TestWebhookRedirectIsNotDelivered(t *testing.T) {
+	var mu sync.Mutex
+	var hookPosts, elsewhere int
+	mux := http.NewServeMux()
+	mux.HandleFunc("/hook", func(w http.ResponseWriter, req *http.Request) {
+		io.Copy(io.Discard, req.Body)
+		mu.Lock()
+		n := hookPosts
+		hookPosts++
+		mu.Unlock()
+		if n == 0 {
+			http.Redirect(w, req, "/elsewhere", http.StatusTemporaryRedirect)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	mux.HandleFunc("/elsewhere", func(w http.ResponseWriter, req *http.Request) {
+		io.Copy(io.Discard, req.Body)
+		mu.Lock()
+		elsewhere++
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	})
+	ts := httptest.NewServer(mux)
+	t.Cleanup(ts.Close)
+	wh := sim.Webhooks{URL: ts.URL + "/hook", AppSecret: appSecret, RetryBase: time.Millisecond, FailProbability: 1}
+	h := start(t, sim.Config{Webhooks: wh})
+	h.send(num, token, text("15550001111", "m1"))
+	eventually(t, "settled", func() bool { return h.s.Stats().Webhooks.Pending == 0 })
+	mu.Lock()
+	defer mu.Unlock()
+	st := h.s.Stats().Webhooks
+	if elsewhere != 0 || hookPosts != 2 || st.PostFailures != 1 || st.Delivered != 1 {
+		t.Fatalf("redirect followed: %d POSTs to the hook, %d to the redirect target, stats %+v; "+
+			"Meta retries any non-200 answer", hookPosts, elsewhere, st)
+	}
+}
+
+// Reference §6: Meta retries when the receiver does not answer in time
+// or the delivery fails, not only on a non-200 status; the same bytes
+// come again, so the receiver may see a duplicate of what it had
+// already half-processed.
+func TestWebhookRetriedAfterTimeoutAndDrop(t *testing.T) {
+	var mu sync.Mutex
+	var bodies [][]byte
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		mu.Lock()
+		n := len(bodies)
+		bodies = append(bodies, b)
+		mu.Unlock()
+		switch n {
+		case 0: // never answers: the sim's timeout ends the attempt
+			<-req.Context().Done()
+		case 1: // drops the connection without an answer
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+		default:
+			w.WriteHeader(http.StatusOK)
+		}
+	}))
+	t.Cleanup(ts.Close)
+	wh := sim.Webhooks{URL: ts.URL, AppSecret: appSecret, RetryBase: time.Millisecond, FailProbability: 1,
+		Timeout: 50 * time.Millisecond}
+	h := start(t, sim.Config{Webhooks: wh})
+	h.send(num, token, text("15550001111", "m1"))
+	eventually(t, "settled", func() bool { return h.s.Stats().Webhooks.Pending == 0 })
+	mu.Lock()
+	defer mu.Unlock()
+	st := h.s.Stats().Webhooks
+	if len(bodies) != 3 || st.PostFailures != 2 || st.Delivered != 1 || st.GaveUp != 0 {
+		t.Fatalf("%d attempts, stats %+v; want a timeout, a drop, then 200", len(bodies), st)
+	}
+	if !bytes.Equal(bodies[0], bodies[2]) || !bytes.Equal(bodies[1], bodies[2]) {
+		t.Fatal("retries are not the same bytes")
 	}
 }

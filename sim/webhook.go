@@ -67,6 +67,10 @@ func newWebhooker(cfg Webhooks, log *slog.Logger) *webhooker {
 		cfg: cfg, log: log,
 		client: &http.Client{
 			Timeout: cfg.Timeout,
+			// Meta retries any answer but 200 (reference §6), a redirect
+			// included: following it would count a misrouted receiver as
+			// delivered and post the signed body to another URL.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 			Transport: &http.Transport{
 				MaxIdleConnsPerHost: cfg.Concurrency,
 				IdleConnTimeout:     90 * time.Second,
