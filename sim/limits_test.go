@@ -149,3 +149,29 @@ func TestPairBurstBorrowsFutureQuota(t *testing.T) {
 		t.Fatalf("270 s after a burst of 45: %d", c)
 	}
 }
+
+// Reference §2 (131056, ✅ [S1]): after a pair rate limit hit "you can
+// still send to a different number without waiting". A send refused with
+// 131056 went nowhere, so it must not take the number's throughput (as a
+// send refused with 130429 does not): the sim used to charge it, and a
+// gateway retrying one hot recipient then saw 130429 for everyone else.
+func TestPairLimitedSendTakesNoThroughput(t *testing.T) {
+	h := start(t, sim.Config{Limits: sim.Limits{Rate: 2, Burst: 2, PairBurst: 1}})
+	if code, body, _ := h.send(num, token, text("15550001111", "")); code != 200 {
+		t.Fatalf("first send: %d %s", code, body)
+	}
+	for i := range 3 {
+		if code, body, _ := h.send(num, token, text("15550001111", "")); code != 400 || !contains(body, `"code":131056`) {
+			t.Fatalf("send %d to the same recipient: %d %s", i, code, body)
+		}
+	}
+	if code, body, _ := h.send(num, token, text("15550002222", "")); code != 200 {
+		t.Fatalf("another recipient after 131056s at the same instant: %d %s, want 200 (one of two slots used)", code, body)
+	}
+	if code, body, _ := h.send(num, token, text("15550003333", "")); code != 400 || !contains(body, `"code":130429`) {
+		t.Fatalf("third recipient: %d %s, want 130429 (both slots used)", code, body)
+	}
+	if st := h.s.Stats().Numbers[num]; st.Accepted != 2 || st.PairOverLimit != 3 || st.OverLimit != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}

@@ -181,14 +181,16 @@ func (s *Server) decide(nb *number, req *sendRequest, apiErr *apiError, body []b
 		nb.st.rejected[130429]++
 		return Message{}, fault{latency: f.latency}, nil, nb.withRetryAfter(errThroughput())
 	}
-	nb.tat = tat
 	to := waID(req.To)
 	ps, ok := nb.pair.allow(nb.pairs[to], ns)
 	if !ok {
+		// Not sent, so it takes none of the throughput either: Meta says
+		// other recipients can still be sent to without waiting.
 		nb.st.pairOverLimit++
 		nb.st.rejected[131056]++
 		return Message{}, fault{latency: f.latency}, nil, nb.withRetryAfter(errPairLimit())
 	}
+	nb.tat = tat
 	nb.pairs[to] = ps
 	nb.maybePruneLocked(ns)
 
