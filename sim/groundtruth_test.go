@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -150,5 +151,27 @@ func TestValidationErrors(t *testing.T) {
 	}
 	if got := h.s.Stats().UnknownNumber; got != 1 {
 		t.Fatalf("unknown_number %d", got)
+	}
+}
+
+// Reference §1: biz_opaque_callback_data is a 512 B string (and §8: a
+// field limit of 512). The sim counted characters, so 300 "é" (600 bytes)
+// passed it while Meta would refuse them; a gateway that measured the
+// limit in characters would never have found out.
+func TestCallbackDataLimitIsBytes(t *testing.T) {
+	h := start(t, sim.Config{})
+	send := func(cb string) (int, []byte) {
+		t.Helper()
+		code, body, _ := h.send(num, token, text("1555000"+strconv.Itoa(len(cb)), cb))
+		return code, body
+	}
+	if code, body := send(strings.Repeat("é", 256)); code != 200 {
+		t.Fatalf("512 bytes: %d %s", code, body)
+	}
+	if code, body := send(strings.Repeat("é", 300)); code != 400 || !contains(body, `"code":100`) || !contains(body, "512") {
+		t.Fatalf("300 characters in 600 bytes: %d %s, want code 100", code, body)
+	}
+	if code, body := send(strings.Repeat("x", 513)); code != 400 || !contains(body, `"code":100`) {
+		t.Fatalf("513 bytes: %d %s", code, body)
 	}
 }

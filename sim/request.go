@@ -56,8 +56,10 @@ func parseSend(body []byte) (*sendRequest, *apiError) {
 	if !validPhone(r.To) {
 		return nil, badParam("Invalid parameter", "Param to must be a phone number of 5 to 20 digits.")
 	}
-	if utf8.RuneCountInString(r.BizOpaqueCallbackData) > maxCallbackData {
-		return nil, badParam("Param biz_opaque_callback_data must be at most 512 characters long.", "")
+	// Meta's limit is 512 bytes ("an arbitrary 512B string"), not
+	// characters: non-ASCII data reaches it sooner.
+	if len(r.BizOpaqueCallbackData) > maxCallbackData {
+		return nil, badParam("Param biz_opaque_callback_data must be at most 512 bytes long.", "")
 	}
 	if r.Type == "" {
 		r.Type = "text" // Meta's default
