@@ -75,6 +75,8 @@ func simFlags(stderr io.Writer) (*flag.FlagSet, *simOptions) {
 	fs.Float64Var(&w.ReadProbability, "read-prob", 0.5, "probability that a delivered message is also read")
 	fs.Float64Var(&w.FailProbability, "fail-prob", 0, "probability that an accepted message fails instead of being delivered")
 	fs.IntVar(&w.FailCode, "fail-code", 131049, "error code of failed statuses")
+	fs.Float64Var(&w.SkipDeliveredProbability, "skip-delivered-prob", 0, "probability that a read message gets no delivered status (Meta skips it when delivery and reading coincide); the read then carries the pricing")
+	fs.Float64Var(&w.FailAfterSentProbability, "fail-after-sent-prob", 0, "probability that a failed message first gets a sent status")
 	fs.IntVar(&w.BatchSize, "webhook-batch", 1, "most statuses per webhook POST")
 	fs.DurationVar(&w.BatchWait, "webhook-batch-wait", 20*time.Millisecond, "how long a partial batch waits for more statuses")
 	fs.IntVar(&w.Concurrency, "webhook-concurrency", 4, "webhook POSTs in flight")

@@ -85,3 +85,21 @@ func TestSimRunsStandalone(t *testing.T) {
 		t.Fatal("did not stop after cancellation")
 	}
 }
+
+// Reference §6: Meta may send read without delivered, and sent and failed
+// for one message. The sim can do both (sim.Webhooks), but `wamux sim` had
+// no flag for either, so a gateway run against the command never met them.
+func TestSimFlagsSetStatusShapes(t *testing.T) {
+	fs, o := simFlags(io.Discard)
+	if err := fs.Parse([]string{"--skip-delivered-prob", "0.3", "--fail-after-sent-prob", "0.7"}); err != nil {
+		t.Fatal(err)
+	}
+	if w := o.cfg.Webhooks; w.SkipDeliveredProbability != 0.3 || w.FailAfterSentProbability != 0.7 {
+		t.Fatalf("webhooks %+v", w)
+	}
+	for _, args := range [][]string{{"--skip-delivered-prob", "2"}, {"--fail-after-sent-prob", "-1"}} {
+		if code := runSim(context.Background(), args, io.Discard, io.Discard); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}
