@@ -23,10 +23,12 @@
 // never blocks the ones behind it. A 400 that names one receipt of the
 // batch ("receipts[3]: …") dead-letters that receipt alone: the receipts
 // before it are sent on their own and the rest again, so good receipts
-// are not dropped with a bad one. Report validates receipts the way the
-// gateway does, so in practice only configuration errors end there. A
-// dead-lettered receipt reported again is sent again, not dropped as a
-// repeat.
+// are not dropped with a bad one. A 413 (a proxy in front of the gateway
+// with a body limit below the gateway's) splits the batch in halves until
+// each passes; only a receipt too large to pass alone is dead-lettered.
+// Report validates receipts the way the gateway does, so in practice only
+// configuration errors end there. A dead-lettered receipt reported again
+// is sent again, not dropped as a repeat.
 //
 // Delivery is at least once. A batch whose ack was lost is sent again; the
 // gateway deduplicates on (message_id, account_id, type), so the repeat is

@@ -97,6 +97,16 @@ func (a *Agent) deliver(ctx context.Context, recs []record) bool {
 				}
 				return a.deliver(ctx, recs[i:i+1]) && a.deliver(ctx, recs[i+1:])
 			}
+			if at.status == http.StatusRequestEntityTooLarge && len(recs) > 1 {
+				// The gateway takes any batch the agent builds (MaxBatchLimit),
+				// so this is a proxy in front of it with a smaller body limit:
+				// the request is too large, not the receipts bad. Halves are
+				// sent until each passes; only a receipt too large to pass
+				// alone is dead-lettered.
+				log.Warn("agent: batch refused as too large, splitting it", "code", at.code, "message", at.message)
+				h := len(recs) / 2
+				return a.deliver(ctx, recs[:h]) && a.deliver(ctx, recs[h:])
+			}
 			log.Error("agent: gateway rejected a batch; writing it to the dead-letter file",
 				"status", at.status, "code", at.code, "message", at.message, "err", at.err)
 			err := writeDeadLetter(a.cfg.SpoolDir, deadLetter{
