@@ -65,8 +65,8 @@ type spool struct {
 // account (see claimAccount). The records visited are sent as account's:
 // when openSpool fails, none of them may be.
 func openSpool(dir, account string, segBytes int64, log *slog.Logger, visit func(record), durable func(n int)) (*spool, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("agent: create spool dir: %w", err)
+	if err := mkdirDurable(dir); err != nil {
+		return nil, err
 	}
 	unlock, err := lockDir(dir)
 	if err != nil {

@@ -241,3 +241,35 @@ func TestRecoverySyncsTheRecordsItReplays(t *testing.T) {
 		t.Errorf("the segment whose records were replayed was not fsynced by recovery (synced: %v)", synced)
 	}
 }
+
+// fsyncing a file or a directory makes its contents durable, not the
+// entry that names it in its parent. When New creates SpoolDir (and
+// missing parents), each new entry is made durable before New returns;
+// otherwise a power loss after a Report has returned can take the whole
+// spool directory with it (XFS, btrfs, ext4 without a journal commit in
+// between).
+func TestNewSyncsTheParentsOfTheDirsItCreates(t *testing.T) {
+	// Not parallel: it wraps the package's fsync.
+	var mu sync.Mutex
+	var synced []string
+	orig := fsyncFile
+	fsyncFile = func(f *os.File) error {
+		mu.Lock()
+		synced = append(synced, filepath.Clean(f.Name()))
+		mu.Unlock()
+		return orig(f)
+	}
+	t.Cleanup(func() { fsyncFile = orig })
+
+	root := t.TempDir()
+	dir := filepath.Join(root, "agents", "spool")
+	s, _ := openTestSpool(t, dir)
+	defer s.close()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, parent := range []string{root, filepath.Join(root, "agents")} {
+		if !slices.Contains(synced, parent) {
+			t.Errorf("%s, where openSpool created an entry, was not fsynced (synced: %v)", parent, synced)
+		}
+	}
+}
