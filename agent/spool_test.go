@@ -2,12 +2,15 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -271,5 +274,56 @@ func TestNewSyncsTheParentsOfTheDirsItCreates(t *testing.T) {
 		if !slices.Contains(synced, parent) {
 			t.Errorf("%s, where openSpool created an entry, was not fsynced (synced: %v)", parent, synced)
 		}
+	}
+}
+
+// A segment write or fsync that fails (ENOSPC, EIO) fails the Reports of
+// its group, and a Report after it goes to a fresh segment. Failed
+// attempts leave no segment files behind: a caller retrying on a full
+// disk must not fill the directory with them.
+func TestFailedSegmentWriteIsReportedAndLeavesNoFile(t *testing.T) {
+	// Not parallel: it wraps the package's fsync.
+	var mu sync.Mutex
+	failing := true
+	orig := fsyncFile
+	fsyncFile = func(f *os.File) error {
+		mu.Lock()
+		fail := failing && strings.HasSuffix(f.Name(), segmentSuffix)
+		mu.Unlock()
+		if fail {
+			return syscall.ENOSPC
+		}
+		return orig(f)
+	}
+	t.Cleanup(func() { fsyncFile = orig })
+
+	dir := t.TempDir()
+	s, _ := openTestSpool(t, dir)
+	rs := testReceipts("enospc", 6)
+	for _, r := range rs[:5] {
+		if err := s.append(context.Background(), newRecord(r)); !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("append on a full disk = %v, want ENOSPC", err)
+		}
+	}
+	if segs, _ := filepath.Glob(filepath.Join(dir, "*"+segmentSuffix)); len(segs) != 0 {
+		t.Errorf("failed appends left %d segment files: %v", len(segs), segs)
+	}
+	mu.Lock()
+	failing = false
+	mu.Unlock()
+	if err := s.append(context.Background(), newRecord(rs[5])); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := s.read(cursor{}, 100)
+	if err != nil || len(got) != 1 || got[0].MessageID != rs[5].MessageID {
+		t.Fatalf("read = %v, %v; want only the record appended after the disk freed up", got, err)
+	}
+	if err := s.close(); err != nil {
+		t.Fatal(err)
+	}
+	s, visited := openTestSpool(t, dir)
+	defer s.close()
+	if len(visited) != 1 || visited[0].MessageID != rs[5].MessageID {
+		t.Errorf("recovered %v, want only the durable record", visited)
 	}
 }

@@ -92,13 +92,13 @@ func (s *spool) writeGroup(group []*appendReq) error {
 	}
 	_, err := s.active.Write(s.buf)
 	if err == nil {
-		err = s.active.Sync()
+		err = fsyncFile(s.active)
 	}
 	if err != nil {
 		// What reached the file is unknown now, so nothing more goes into
 		// it. Its seqs stay used: if some of it did reach the disk it is
 		// sent after a restart, which at-least-once allows.
-		s.sealActive()
+		s.abandonActive()
 		return fmt.Errorf("agent: spool write: %w", err)
 	}
 	s.written += int64(len(s.buf))
@@ -146,4 +146,28 @@ func (s *spool) sealActive() {
 	s.mu.Lock()
 	s.segs[len(s.segs)-1].sealed = true
 	s.mu.Unlock()
+}
+
+// abandonActive ends the active segment after a failed write. One that
+// holds no durable record is deleted rather than sealed: otherwise every
+// Report retried on a full disk would leave a file (and a segment to scan)
+// behind until the next ack. Its name need not be synced away; should it
+// come back after a crash it holds only records whose Reports failed.
+func (s *spool) abandonActive() {
+	if s.active == nil || s.written > 0 {
+		s.sealActive()
+		return
+	}
+	path := s.active.Name()
+	if err := s.active.Close(); err != nil {
+		s.log.Warn("agent: close spool segment", "err", err)
+	}
+	s.active = nil
+	s.mu.Lock()
+	s.segs[len(s.segs)-1] = nil
+	s.segs = s.segs[:len(s.segs)-1]
+	s.mu.Unlock()
+	if err := os.Remove(path); err != nil {
+		s.log.Warn("agent: delete failed spool segment", "err", err)
+	}
 }
