@@ -20,8 +20,14 @@ type item struct {
 	// the compensator must look for a status that resolves it.
 	unknown bool
 	// resend: the compensator found nothing; the next attempt resends the
-	// same msg_id and is counted as a resend.
+	// same msg_id and is counted as a resend. A resend the provider
+	// refuses (a throttle, a disable) is of unknown outcome again and goes
+	// back to the compensator (requeue).
 	resend bool
+	// resendCounted: the resend of the current unknown outcome is in
+	// wamux_resends_total; one refused and decided again is not counted
+	// again.
+	resendCounted bool
 	// compSince and compMark: when the compensator first looked at this
 	// unknown outcome, and how many receipts had been received then.
 	compSince time.Time

@@ -72,13 +72,18 @@ func (w *worker) send(it *item) (action, time.Duration) {
 		// dropped it): nothing to send.
 		return actDone, 0
 	}
-	if it.resend {
+	if it.resend && !it.resendCounted {
+		// Once per unknown outcome: a resend refused (requeue) and
+		// decided again is the same resend.
 		d.metrics.resends.WithLabelValues(w.id, "resent").Inc()
-		it.resend = false
+		it.resendCounted = true
 	}
 	acct := w.snapshotAccount()
 	res := d.provider.Send(d.sendCtx, cloudapi.DestinationOf(acct), it.msg)
 	d.metrics.sends.WithLabelValues(w.id, res.Outcome.String()).Inc()
+	if res.Outcome == cloudapi.Accepted || res.Outcome == cloudapi.Permanent {
+		it.resend = false
+	}
 	s := d.settings.Current()
 	now := d.clock.Now()
 	reason := res.Reason
@@ -164,7 +169,7 @@ func (w *worker) send(it *item) (action, time.Duration) {
 			Status: wamux.StatusUnknown, LastError: &why}); err != nil {
 			d.log.Error("store unknown status", "account_id", w.id, "msg_id", it.msg.ID, "err", err)
 		}
-		it.unknown = true
+		it.unknown, it.resend, it.resendCounted = true, false, false
 		return actRetry, s.QuietPeriod
 	}
 }
@@ -280,9 +285,26 @@ func (w *worker) applyEarlyStatus(ctx context.Context, msgID, wamid string) {
 // gives back the attempt the sending write counted (attemptsDelta -1):
 // the stored attempts are those that count against max_attempts, which
 // restore reads back.
+//
+// A resend refused this way goes back to unknown, to be compensated
+// again after the refusal's wait: the refusal proves only that the
+// resend was not sent, and the first send's outcome is as unknown as
+// before. Back in queued, a late status of the first send could no
+// longer resolve it (a status adopts a message only while it is sending
+// or unknown) and the resend went out all the same; its recipient could
+// move to another account (movable) and the resend go out from a number
+// the first send's statuses do not name; a P2 message could be shed as
+// dropped although the customer may have it. The compensator looks for
+// a status again, and for statuses received but not yet processed,
+// before it resends.
 func (w *worker) requeue(it *item, reason string, attemptsDelta int) {
+	back := wamux.StatusQueued
+	if it.resend {
+		back = wamux.StatusUnknown
+		it.unknown, it.resend = true, false
+	}
 	if _, err := w.record(store.MessageUpdate{MsgID: it.msg.ID, From: []wamux.Status{wamux.StatusSending},
-		Status: wamux.StatusQueued, LastError: &reason, AttemptsDelta: attemptsDelta}); err != nil {
+		Status: back, LastError: &reason, AttemptsDelta: attemptsDelta}); err != nil {
 		w.d.log.Error("store requeue", "account_id", w.id, "msg_id", it.msg.ID, "err", err)
 	}
 }
