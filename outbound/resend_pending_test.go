@@ -43,7 +43,11 @@ func TestLateStatusResolvesThrottledResend(t *testing.T) {
 			e.addAccount("acc", "3901", 100, 10, sim.Limits{Rate: 1000})
 			m := textMsg(t, outbound.Request{AccountID: "acc", Priority: prio, To: "15553901001"})
 			e.submit(m)
-			waitFor(t, "message unknown", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusUnknown })
+			// Its quiet period runs from when the worker has the answer.
+			waitFor(t, "message unknown", 10*time.Second, func() bool {
+				return e.status(m.ID) == wamux.StatusUnknown && e.d.AttemptsRunning("acc") == 0
+			})
+			e.d.Settle("acc")
 			// The resend is refused by a throttle.
 			if err := e.sim.SetFaults("3901", sim.Faults{Codes: map[int]float64{130429: 1}}); err != nil {
 				t.Fatal(err)
@@ -152,6 +156,7 @@ func TestResendRefusedByDisableStaysOnItsNumber(t *testing.T) {
 	waitFor(t, "first unknown", 10*time.Second, func() bool {
 		return e.status(m.ID) == wamux.StatusUnknown && e.d.AttemptsRunning("a") == 0
 	})
+	e.d.Settle("a")
 	setState(t, e, "b", wamux.AccountActive)
 	clk.Advance(11 * time.Second)
 	e.d.Kick()
