@@ -89,7 +89,8 @@ func (w *worker) send(it *item) (action, time.Duration) {
 	reason := res.Reason
 	switch res.Outcome {
 	case cloudapi.Accepted:
-		w.finish(it, wamux.StatusAccepted, res.WAMID, nil)
+		// Counted before the status is written: whoever sees the
+		// message accepted sees it counted too.
 		d.metrics.acceptLatency.WithLabelValues(it.msg.Priority.String()).Observe(now.Sub(it.msg.CreatedAt).Seconds())
 		if res.Paced() {
 			// Accepted all the same, and resolved by its statuses as any
@@ -99,6 +100,7 @@ func (w *worker) send(it *item) (action, time.Duration) {
 			d.log.Info("send paced by the provider: held for quality assessment, its statuses may come late or never",
 				"account_id", w.id, "msg_id", it.msg.ID, "wamid", res.WAMID)
 		}
+		w.finish(it, wamux.StatusAccepted, res.WAMID, nil)
 		return actDone, 0
 
 	case cloudapi.Permanent:
