@@ -16,6 +16,7 @@ import (
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/ratelimit"
+	"github.com/wamux/wamux/receipts"
 	"github.com/wamux/wamux/settings"
 	"github.com/wamux/wamux/store"
 )
@@ -765,6 +766,16 @@ type ReceiptProgress interface {
 	Appended() int64
 	Processed() int64
 }
+
+// MergePauser is implemented by a ReceiptProgress whose merging can be
+// paused (apply_state off): statuses are then received and kept, but none
+// resolves a message until merging is back, so the compensator resends
+// nothing meanwhile. *receipts.Pipeline implements it.
+type MergePauser interface {
+	MergePaused() bool
+}
+
+var _ MergePauser = (*receipts.Pipeline)(nil)
 
 // SetReceiptProgress lets the compensator wait, after the quiet period, for
 // statuses that already arrived to be processed before it resends: under

@@ -216,6 +216,14 @@ func (w *worker) compensate(it *item) (action, time.Duration) {
 		d.metrics.resends.WithLabelValues(w.id, "resolved").Inc()
 		return actDone, 0
 	}
+	if mp, ok := d.receiptProgress().(MergePauser); ok && mp.MergePaused() {
+		// Statuses received now wait unmerged in the receipt log
+		// (apply_state off), for as long as the pause lasts: one for
+		// this message may be among them, and resending would send it
+		// twice. The backlog wait starts again once merging is back.
+		it.compSince, it.compMark = time.Time{}, 0
+		return actRetry, time.Second
+	}
 	if it.retries >= s.MaxAttempts {
 		why := fmt.Sprintf("outcome still unknown after %d attempts", it.retries)
 		if _, err := w.record(store.MessageUpdate{MsgID: it.msg.ID, From: []wamux.Status{wamux.StatusUnknown},

@@ -571,3 +571,8 @@ func (p *Pipeline) Appended() int64 { return p.c.appended.Load() }
 
 // Processed: see Appended.
 func (p *Pipeline) Processed() int64 { return p.c.processed.Load() }
+
+// MergePaused reports whether merging is paused (apply_state off):
+// receipts are kept in the log and resolve no message until it is on
+// again, so the dispatcher's compensator resends nothing meanwhile.
+func (p *Pipeline) MergePaused() bool { return p.paused.Load() }
