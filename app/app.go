@@ -234,7 +234,7 @@ func (a *App) Start(ctx context.Context) error {
 	if err := pipe.Start(ctx); err != nil {
 		return fail(fmt.Errorf("app: start receipts: %w", err))
 	}
-	disp.SetReceiptProgress(pipe)
+	disp.SetReceiptProgress(pipe) // also an outbound.MergePauser: see below
 	undo = append(undo, func() {
 		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -429,3 +429,7 @@ func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (store.
 	}
 	return nil, fmt.Errorf("app: unknown store %q", cfg.RedactedStore())
 }
+
+// The compensator holds resends while receipt merging is paused only if
+// the pipeline tells it so (outbound.MergePauser).
+var _ outbound.MergePauser = (*receipts.Pipeline)(nil)

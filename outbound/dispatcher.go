@@ -16,7 +16,6 @@ import (
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/ratelimit"
-	"github.com/wamux/wamux/receipts"
 	"github.com/wamux/wamux/settings"
 	"github.com/wamux/wamux/store"
 )
@@ -770,12 +769,11 @@ type ReceiptProgress interface {
 // MergePauser is implemented by a ReceiptProgress whose merging can be
 // paused (apply_state off): statuses are then received and kept, but none
 // resolves a message until merging is back, so the compensator resends
-// nothing meanwhile. *receipts.Pipeline implements it.
+// nothing meanwhile. *receipts.Pipeline implements it (checked in app,
+// which wires the two: outbound does not depend on receipts).
 type MergePauser interface {
 	MergePaused() bool
 }
-
-var _ MergePauser = (*receipts.Pipeline)(nil)
 
 // SetReceiptProgress lets the compensator wait, after the quiet period, for
 // statuses that already arrived to be processed before it resends: under
