@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -18,6 +19,10 @@ const (
 	verdictAcked  verdict = iota // 2xx: the gateway has the batch durably
 	verdictRetry                 // network error, 408, 429, 5xx: try again later
 	verdictReject                // any other 4xx: retrying cannot help
+	// verdictConfig is an answer every batch gets alike until an operator
+	// fixes the agent's configuration or the gateway's (see configHint):
+	// retrying is what delivers the batch once that is done.
+	verdictConfig
 )
 
 // attempt is the outcome of one POST.
@@ -26,6 +31,7 @@ type attempt struct {
 	status     int    // 0 when no response arrived
 	code       string // the gateway's error code, if it sent one
 	message    string
+	hint       string // what to fix, for verdictConfig
 	retryAfter time.Duration
 	accepted   int
 	duplicates int
@@ -101,12 +107,37 @@ func (a *Agent) post(ctx context.Context, recs []record) attempt {
 	case s >= 400:
 		at.verdict = verdictReject
 		at.code, at.message = parseError(data)
+		if at.hint = configHint(s, at.message); at.hint != "" {
+			at.verdict = verdictConfig
+		}
 	default:
 		// 1xx and 3xx are not answers this endpoint gives; a proxy in the
 		// way may recover.
 		at.verdict = verdictRetry
 	}
 	return at
+}
+
+// configHint says what to fix when a 4xx is a configuration error, and ""
+// when it is not. These answers say nothing about the receipts: every
+// batch gets the same one until the key, GatewayURL or the account on the
+// gateway is fixed, and nothing replays dead letters, so dropping the
+// batches meanwhile would lose every receipt reported in that time (a
+// rotated key, an agent started before its account was created). Any other
+// 4xx is bad input that retrying cannot fix.
+func configHint(status int, message string) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return "the gateway does not know APIKey: set the right key, or add it to the gateway's API keys"
+	case status == http.StatusForbidden:
+		return "the gateway does not let APIKey post receipts: use a key that may, or grant it on the gateway"
+	case status == http.StatusNotFound:
+		return "GatewayURL does not serve POST /v1/receipts:batch: point it at the gateway"
+	case status == http.StatusBadRequest && strings.HasPrefix(message, "unknown account_id "):
+		// httpapi's answer for an account_id it has no account for.
+		return "the gateway has no account AccountID: create it there, or fix AccountID"
+	}
+	return ""
 }
 
 // encodeBatch is the request body for recs.

@@ -17,18 +17,32 @@
 // receipts at once should hand them over with ReportBatch, which makes them
 // durable together.
 //
-// A batch the gateway rejects for good (a 4xx other than 408 and 429: bad
-// input, unknown account, wrong key) is not retried: it is written to the
-// dead-letter file, logged and dropped from the spool, so one bad batch
-// never blocks the ones behind it. A 400 that names one receipt of the
-// batch ("receipts[3]: …") dead-letters that receipt alone: the receipts
-// before it are sent on their own and the rest again, so good receipts
-// are not dropped with a bad one. A 413 (a proxy in front of the gateway
+// A configuration error is no reason to drop anything: a 401 (wrong or
+// rotated APIKey), a 403 (a key without the right to post receipts), a 404
+// (a GatewayURL that does not serve the route) and a 400 `unknown
+// account_id "…"` (an agent started before its account was created) say
+// nothing about the receipts and hit every batch alike. The batch stays in
+// the spool and is retried with the usual backoff (at most BackoffCap
+// apart), each attempt logged at Error level with the status, the
+// gateway's code and message and what to fix, and counted in
+// Stats.ConfigErrors (and Retries). Once the key, the URL or the account is
+// fixed — on the gateway, or by restarting the agent on the same SpoolDir
+// with the right Config — everything reported meanwhile is delivered.
+// Reports go on being spooled meanwhile, so the spool grows until then.
+//
+// A batch the gateway rejects for good (any other 4xx but 408 and 429: bad
+// input) is not retried: it is written to the dead-letter file, logged and
+// dropped from the spool, so one bad batch never blocks the ones behind
+// it. Nothing replays that file; it is for an operator to read. A 400
+// that names one receipt of the batch ("receipts[3]: …") dead-letters that
+// receipt alone: the receipts before it are sent on their own and the
+// rest again, so good receipts are not dropped with a bad one. A 413 (a proxy in front of the gateway
 // with a body limit below the gateway's) splits the batch in halves until
 // each passes; only a receipt too large to pass alone is dead-lettered.
-// Report validates receipts the way the gateway does, so in practice only
-// configuration errors end there. A dead-lettered receipt reported again
-// is sent again, not dropped as a repeat.
+// Report validates receipts the way the gateway does, so in practice
+// little ends there: a gateway whose rules differ from the agent's. A
+// dead-lettered receipt reported again is sent again, not dropped as a
+// repeat.
 //
 // Delivery is at least once. A batch whose ack was lost is sent again; the
 // gateway deduplicates on (message_id, account_id, type), so the repeat is
@@ -44,7 +58,7 @@
 // acknowledged sequence number, an "account" file with the id of the
 // account the spool belongs to, a "lock" file that keeps a second agent out
 // of the directory, and "deadletter.jsonl" for batches the gateway rejected
-// for good (a 4xx other than 408 and 429).
+// for good (a 4xx other than 408, 429 and the configuration errors above).
 //
 // Records carry no account id: every batch is sent as Config.AccountID.
 // So that receipts left in the spool are never sent as another account's,

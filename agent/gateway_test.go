@@ -28,12 +28,16 @@ const (
 type gwMode int
 
 const (
-	gwOK       gwMode = iota // store, then 200
-	gwFail                   // 503 without storing
-	gwHang                   // hold the request until the client gives up or the test releases it, then 503
-	gwLoseAck                // store, then 503: the ack is lost on the way
-	gwReject                 // 400 without storing
-	gwThrottle               // 429 with Retry-After: 7 without storing
+	gwOK             gwMode = iota // store, then 200
+	gwFail                         // 503 without storing
+	gwHang                         // hold the request until the client gives up or the test releases it, then 503
+	gwLoseAck                      // store, then 503: the ack is lost on the way
+	gwReject                       // 400 without storing
+	gwThrottle                     // 429 with Retry-After: 7 without storing
+	gwForbidden                    // 403: the key has no right to post receipts
+	gwNoRoute                      // 404 in plain text: a server that does not serve the route
+	gwUnknownAccount               // 400 "unknown account_id …", as the real gateway answers
+	gwConflict                     // 409: some other 4xx, bad input that retrying cannot fix
 )
 
 // gateway implements the POST /v1/receipts:batch contract on the real
@@ -49,6 +53,7 @@ type gateway struct {
 	poisonID string // a batch holding a receipt with this id is refused (400)
 
 	mu         sync.Mutex
+	key        string   // the API key it accepts; testKey unless setKey changed it
 	script     []gwMode // consumed one per request before mode applies
 	mode       gwMode
 	requests   int
@@ -65,6 +70,7 @@ func newGateway(t testing.TB) *gateway {
 		hanging: make(chan struct{}, 1),
 		release: make(chan struct{}),
 		seen:    make(map[store.ReceiptKey]int),
+		key:     testKey,
 	}
 	st, err := sqlite.Open(context.Background(), g.dbPath, sqlite.Options{})
 	if err != nil {
@@ -89,6 +95,14 @@ func (g *gateway) setMode(m gwMode, script ...gwMode) {
 	g.mode, g.script = m, script
 }
 
+// setKey makes the gateway accept key, and only key, from now on: a key
+// rotated or added on the gateway's side.
+func (g *gateway) setKey(key string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.key = key
+}
+
 func (g *gateway) next() gwMode {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -110,12 +124,13 @@ type gwReceipt struct {
 func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
 	g.requests++
+	key := g.key
 	g.mu.Unlock()
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/receipts:batch" {
 		gwError(w, http.StatusNotFound, wamux.ENotFound, "no such endpoint")
 		return
 	}
-	if r.Header.Get("Authorization") != "Bearer "+testKey {
+	if r.Header.Get("Authorization") != "Bearer "+key {
 		gwError(w, http.StatusUnauthorized, wamux.EUnauthorized, "bad api key")
 		return
 	}
@@ -159,6 +174,18 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case gwReject:
 		gwError(w, http.StatusBadRequest, wamux.EInvalid, "rejected by test")
+		return
+	case gwForbidden:
+		gwError(w, http.StatusForbidden, wamux.EForbidden, "key may not post receipts")
+		return
+	case gwNoRoute:
+		http.NotFound(w, r)
+		return
+	case gwUnknownAccount:
+		gwError(w, http.StatusBadRequest, wamux.EInvalid, fmt.Sprintf("unknown account_id %q", req.AccountID))
+		return
+	case gwConflict:
+		gwError(w, http.StatusConflict, wamux.EConflict, "conflict by test")
 		return
 	case gwThrottle:
 		w.Header().Set("Retry-After", "7")

@@ -182,7 +182,7 @@ func TestRepeatOfDeadLetteredIsDelivered(t *testing.T) {
 	rs := testReceipts("dl-repeat", 4)
 	reportAll(t, a, rs)
 	waitFor(t, func() bool { return a.Stats().DeadLettered == 4 })
-	g.setMode(gwOK) // e.g. the account was created on the gateway
+	g.setMode(gwOK) // e.g. the gateway was fixed to take such input
 	reportAll(t, a, rs)
 	closeAgent(t, a)
 	if st := a.Stats(); st.DroppedRepeats != 0 {

@@ -72,7 +72,9 @@ func (a *Agent) flush(ctx context.Context, cur *cursor, drain bool) bool {
 }
 
 // deliver sends recs until the gateway takes them (or rejects them for
-// good, and they are dead-lettered); false means ctx ended first.
+// good, and they are dead-lettered); false means ctx ended first. A
+// configuration error (verdictConfig) is retried like a 503, however long
+// it lasts, so the spool keeps what is reported until it is fixed.
 func (a *Agent) deliver(ctx context.Context, recs []record) bool {
 	log := a.cfg.Logger.With("account_id", a.cfg.AccountID, "receipts", len(recs))
 	for n := 0; ; n++ {
@@ -127,6 +129,9 @@ func (a *Agent) deliver(ctx context.Context, recs []record) bool {
 			// try the whole thing again after a backoff.
 			log.Error("agent: keeping the rejected batch spooled", "err", err)
 		}
+		if at.verdict == verdictConfig {
+			a.stats.configErrors.Add(1)
+		}
 		if ctx.Err() != nil {
 			return false
 		}
@@ -135,9 +140,14 @@ func (a *Agent) deliver(ctx context.Context, recs []record) bool {
 		if at.retryAfter > d {
 			d = min(at.retryAfter, a.cfg.BackoffCap)
 		}
-		if at.verdict == verdictRetry {
+		switch at.verdict {
+		case verdictRetry:
 			log.Warn("agent: batch not acknowledged, retrying", "attempt", n+1, "status", at.status,
 				"code", at.code, "delay", d, "err", at.err)
+		case verdictConfig:
+			// An Error each time: nothing is delivered until someone acts.
+			log.Error("agent: gateway refused the batch for a configuration error; keeping it spooled and retrying",
+				"fix", at.hint, "attempt", n+1, "status", at.status, "code", at.code, "message", at.message, "delay", d)
 		}
 		select {
 		case <-ctx.Done():
@@ -157,8 +167,9 @@ func (a *Agent) markAcked(log *slog.Logger, recs []record) {
 
 // rejectedReceipt reads which receipt of an n-receipt batch a 400 refused,
 // from the gateway's message ("receipts[3]: …"; gateways before
-// 2026-12-02 said "… receipt 3: …" when the pipeline refused it). A 400 that names none (an
-// unknown account, a bad body) concerns the whole batch.
+// 2026-12-02 said "… receipt 3: …" when the pipeline refused it). A 400 that names none (a
+// bad body) concerns the whole batch; an unknown account is a configuration
+// error (configHint) and never gets here.
 func rejectedReceipt(at attempt, n int) (int, bool) {
 	if at.status != http.StatusBadRequest {
 		return 0, false

@@ -20,15 +20,24 @@ type Stats struct {
 	// or already stored.
 	Accepted   uint64
 	Duplicates uint64
-	// Retries counts attempts that failed and were retried.
+	// Retries counts attempts that failed and were retried, configuration
+	// errors included.
 	Retries uint64
 	// DeadLettered counts receipts the gateway rejected for good and that
 	// went to the dead-letter file.
 	DeadLettered uint64
+	// ConfigErrors counts attempts the gateway refused for a configuration
+	// error (401, 403, 404, or 400 "unknown account_id"); their batches stay
+	// spooled and are retried, so they count in Retries too. They have a
+	// counter of their own because, unlike other retries, which a weak
+	// network or a gateway restart causes and time cures, they go on until
+	// someone fixes the APIKey, the GatewayURL or the account on the
+	// gateway: any increase is worth an alert.
+	ConfigErrors uint64
 }
 
 type counters struct {
-	reported, droppedRepeats, replayed, sent, acked, accepted, duplicates, retries, deadLettered atomic.Uint64
+	reported, droppedRepeats, replayed, sent, acked, accepted, duplicates, retries, deadLettered, configErrors atomic.Uint64
 }
 
 // Stats returns a snapshot of the counters.
@@ -44,5 +53,6 @@ func (a *Agent) Stats() Stats {
 		Duplicates:     c.duplicates.Load(),
 		Retries:        c.retries.Load(),
 		DeadLettered:   c.deadLettered.Load(),
+		ConfigErrors:   c.configErrors.Load(),
 	}
 }

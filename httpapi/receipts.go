@@ -82,6 +82,8 @@ func (s *Server) handleReceiptsBatch(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	if _, err := s.store.GetAccount(ctx, req.AccountID); err != nil {
 		if wamux.ErrorCode(err) == wamux.ENotFound {
+			// The agent package reads this message as a configuration
+			// error and keeps the batch to retry it: keep the prefix.
 			writeError(w, r, wamux.Errorf(wamux.EInvalid, "unknown account_id %q", req.AccountID))
 			return
 		}
