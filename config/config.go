@@ -87,15 +87,19 @@ type Config struct {
 // YAML.
 type Duration time.Duration
 
-// UnmarshalYAML reads a Go duration string.
+// UnmarshalYAML reads a Go duration string. A bad one is a
+// *yaml.TypeError with its line, as yaml's own type errors are, so that
+// readFile names the key it belongs to; the value is not quoted (see
+// hideValues).
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	var s string
-	if err := n.Decode(&s); err != nil {
-		return fmt.Errorf("duration must be a string like \"15s\": %w", err)
+	err := n.Decode(&s)
+	var v time.Duration
+	if err == nil {
+		v, err = time.ParseDuration(s)
 	}
-	v, err := time.ParseDuration(s)
 	if err != nil {
-		return err
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: must be a Go duration such as \"15s\"", n.Line)}}
 	}
 	*d = Duration(v)
 	return nil
@@ -264,9 +268,78 @@ func readFile(path string, c *Config) error {
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
 	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("config file %s: %w", path, hideValues(err))
+		return fmt.Errorf("config file %s: %w", path, nameKeys(hideValues(err), raw))
+	}
+	// Decode reads one document: the keys of any after a "---", typos
+	// included, would be silently ignored.
+	var next yaml.Node
+	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("config file %s: must hold one YAML document; a \"---\" line starts another, whose keys would be ignored", path)
 	}
 	return nil
+}
+
+// lineNumber is how yaml.v3 starts each line of a *yaml.TypeError.
+var lineNumber = regexp.MustCompile(`^line (\d+): `)
+
+// nameKeys adds to each line of a type error the key its value belongs to
+// ("line 3: receipt_bloom_per_hour: cannot unmarshal …"): yaml names only
+// the line and the types, and with the value hidden the key is what tells
+// the operator which setting is wrong.
+func nameKeys(err error, raw []byte) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	keys := keysByLine(raw)
+	lines := make([]string, len(te.Errors))
+	for i, e := range te.Errors {
+		lines[i] = e
+		m := lineNumber.FindStringSubmatch(e)
+		if m == nil {
+			continue
+		}
+		n, _ := strconv.Atoi(m[1])
+		if key, ok := keys[n]; ok {
+			lines[i] = m[0] + key + ": " + e[len(m[0]):]
+		}
+	}
+	return &yaml.TypeError{Errors: lines}
+}
+
+// keysByLine maps each line of the file's first document to the path of
+// the innermost key whose value is on it ("settings.gap_timeout"; an item
+// of a list takes the list's key).
+func keysByLine(raw []byte) map[int]string {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return nil
+	}
+	keys := map[int]string{}
+	var walk func(n *yaml.Node, path string)
+	walk = func(n *yaml.Node, path string) {
+		if path != "" {
+			keys[n.Line] = path
+		}
+		switch n.Kind {
+		case yaml.DocumentNode, yaml.SequenceNode:
+			for _, c := range n.Content {
+				walk(c, path)
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, v := n.Content[i], n.Content[i+1]
+				p := k.Value
+				if path != "" {
+					p = path + "." + p
+				}
+				keys[k.Line] = p
+				walk(v, p)
+			}
+		}
+	}
+	walk(&doc, "")
+	return keys
 }
 
 // quotedValue is how yaml.v3 quotes a value in its errors ("cannot
