@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"regexp"
@@ -123,6 +124,11 @@ func Default() Config {
 func (c Config) Validate() error {
 	if c.Listen == "" {
 		return errors.New("listen must not be empty")
+	}
+	// Checked here, not first by net.Listen: the gateway opens and claims
+	// the store and starts sending before it listens.
+	if _, port, err := net.SplitHostPort(c.Listen); err != nil || port == "" {
+		return fmt.Errorf("listen must be host:port (127.0.0.1:8080, :8080), got %q", c.Listen)
 	}
 	if c.Store != "sqlite" && !strings.HasPrefix(c.Store, "postgres://") && !strings.HasPrefix(c.Store, "postgresql://") {
 		return fmt.Errorf("store must be \"sqlite\" or a postgres:// URL, got %q", redactURL(c.Store))
