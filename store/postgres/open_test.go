@@ -3,11 +3,13 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -169,5 +171,62 @@ func TestServerTimeoutsUnavailable(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestOpenSilentServerTimesOut: a server that accepts the connection and
+// never answers (a hung PostgreSQL, a proxy with nothing behind it) makes
+// Open fail within ConnectTimeoutDefault when the store URL sets no
+// connect_timeout, as pgx alone would wait for ever: `wamux serve` hung at
+// start without a word.
+func TestOpenSilentServerTimesOut(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	var mu sync.Mutex
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held open, never answered
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-accepted
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := postgres.Open(t.Context(), "postgres://wamux:s3cretpw@"+ln.Addr().String()+"/none", postgres.Options{})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("open against a silent server succeeded")
+		}
+		if !postgres.IsUnavailable(err) || strings.Contains(err.Error(), "s3cretpw") {
+			t.Fatalf("silent server: %v, want unavailable without the password", err)
+		}
+		if took := time.Since(start); took > postgres.ConnectTimeoutDefault+5*time.Second {
+			t.Fatalf("open took %v, want about %v", took, postgres.ConnectTimeoutDefault)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Open still waiting for a silent server after 30s")
 	}
 }

@@ -44,6 +44,12 @@ type Options struct {
 // MaxConnsDefault is the pool size when Options.MaxConns is 0.
 const MaxConnsDefault = 16
 
+// ConnectTimeoutDefault bounds each connect (TCP, TLS, startup and
+// authentication) when the store URL sets no connect_timeout: pgx would
+// otherwise wait for ever on a server that accepts and never answers, and
+// `wamux serve` would hang at start without a word.
+const ConnectTimeoutDefault = 10 * time.Second
+
 // Store implements store.Store on PostgreSQL.
 type Store struct {
 	opts   Options
@@ -72,6 +78,9 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 			return nil, wamux.Errorf(wamux.EInvalid, "postgres schema must match %s", schemaName)
 		}
 		cfg.ConnConfig.RuntimeParams["search_path"] = opts.Schema
+	}
+	if cfg.ConnConfig.ConnectTimeout <= 0 {
+		cfg.ConnConfig.ConnectTimeout = ConnectTimeoutDefault
 	}
 	cfg.MaxConns = MaxConnsDefault
 	if opts.MaxConns > 0 {
