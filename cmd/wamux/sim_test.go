@@ -103,3 +103,23 @@ func TestSimFlagsSetStatusShapes(t *testing.T) {
 		}
 	}
 }
+
+// TestSimBadNumberShowsNoToken: a --number without its "id:" part (or
+// with an empty id) is refused with exit 2 without printing the value,
+// which is, or holds, an access token; the flag promises that tokens are
+// never printed.
+func TestSimBadNumberShowsNoToken(t *testing.T) {
+	for _, v := range []string{"EAAGs3cr3tT0ken", ":EAAGs3cr3tT0ken", "106540352242922:"} {
+		var out, errOut bytes.Buffer
+		code := runSim(context.Background(), []string{"--number", v}, &out, &errOut)
+		if code != 2 {
+			t.Errorf("--number %s: exit %d, want 2", v, code)
+		}
+		if strings.Contains(out.String()+errOut.String(), "s3cr3t") {
+			t.Errorf("--number %s: the token is printed:\n%s", v, errOut.String())
+		}
+		if !strings.Contains(errOut.String(), "-number") {
+			t.Errorf("--number %s: the error does not name the flag:\n%s", v, errOut.String())
+		}
+	}
+}
