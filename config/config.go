@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/wamux/wamux/settings"
 )
 
 // Defaults for a gateway started with no configuration at all: an embedded,
@@ -77,7 +79,9 @@ type Config struct {
 	ReceiptBloomPerHour int `yaml:"receipt_bloom_per_hour"`
 	// Settings are runtime settings (the keys of /v1/config, values as
 	// text: "90s", "false", "5000"), applied at start and on SIGHUP over
-	// what the store holds. The gateway validates them, not this package.
+	// what the store holds. Load checks each key and value on its own
+	// (settings.Check); the gateway checks them together when it applies
+	// them.
 	Settings map[string]string `yaml:"settings"`
 	// File is the configuration file Load read ("" when none); SIGHUP
 	// re-reads its settings.
@@ -261,6 +265,11 @@ func Load(args []string, getenv func(string) string, out io.Writer) (Config, err
 	})
 	if err := c.Validate(); err != nil {
 		return Config{}, fmt.Errorf("invalid configuration: %w", err)
+	}
+	// Each key and value on its own; the gateway checks them together
+	// with the stored settings when it applies them.
+	if err := settings.Check(c.Settings); err != nil {
+		return Config{}, fmt.Errorf("invalid configuration: config file %s: settings: %w", c.File, err)
 	}
 	return c, nil
 }

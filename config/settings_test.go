@@ -46,3 +46,35 @@ func TestSettingsSection(t *testing.T) {
 		t.Fatalf("without a file: %+v", c)
 	}
 }
+
+// TestSettingsSectionCheckedAtLoad: an unknown key or a bad value in the
+// file's settings section is a configuration error at Load (exit 2), like
+// any other bad value in the file, instead of surfacing only after the
+// gateway opened, migrated and claimed its store. Pairs whose bounds
+// depend on each other (backoff_base ≤ backoff_cap) are left to the
+// gateway, which checks them against the stored values.
+func TestSettingsSectionCheckedAtLoad(t *testing.T) {
+	for name, tc := range map[string]struct{ section, want string }{
+		"unknown key":    {"  gap_timout: 2m\n", "gap_timout"},
+		"bad duration":   {"  quiet_period: soon\n", "quiet_period"},
+		"out of bounds":  {"  max_attempts: 0\n", "max_attempts"},
+		"not a switch":   {"  bloom: 1\n", "bloom"},
+		"fine":           {"  gap_timeout: 2m\n  bloom: false\n", ""},
+		"pair left over": {"  backoff_base: 2m\n", ""},
+	} {
+		path := filepath.Join(t.TempDir(), "wamux.yaml")
+		if err := os.WriteFile(path, []byte("settings:\n"+tc.section), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Load([]string{"--config", path}, envOf(nil), io.Discard)
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "settings") {
+			t.Errorf("%s: error %v, want one naming settings and %s", name, err, tc.want)
+		}
+	}
+}

@@ -175,6 +175,25 @@ func (v Values) Apply(changes map[string]string) (Values, error) {
 	return next, nil
 }
 
+// Check reports the first unknown key or bad value of changes, each taken
+// on its own: what Apply checks except the bounds that depend on another
+// setting (backoff_base ≤ backoff_cap, cooldown_min ≤ cooldown_max), which
+// need the values in force. The config file's settings are checked so at
+// load, before the gateway opens its store.
+func Check(changes map[string]string) error {
+	for _, k := range sortedKeys(changes) {
+		f, ok := fields[k]
+		if !ok {
+			return wamux.Errorf(wamux.EInvalid, "unknown setting %q", k)
+		}
+		var scratch Values
+		if err := f.set(&scratch, changes[k]); err != nil {
+			return wamux.Errorf(wamux.EInvalid, "setting %s: %v", k, err)
+		}
+	}
+	return nil
+}
+
 func sortedKeys(m map[string]string) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
