@@ -171,7 +171,7 @@ func Load(args []string, getenv func(string) string, out io.Writer) (Config, err
 	c := Default()
 	fs := flag.NewFlagSet("wamux serve", flag.ContinueOnError)
 	fs.SetOutput(out)
-	configFile := fs.String("config", "", "YAML configuration file (optional)")
+	configFile := fs.String("config", "", "YAML configuration file (optional; default $WAMUX_CONFIG)")
 	listen := fs.String("listen", ListenDefault, "HTTP listen address")
 	dataDir := fs.String("data-dir", DataDirDefault, "directory for the embedded SQLite database")
 	storeFlag := fs.String("store", StoreDefault, `"sqlite" or a PostgreSQL URL (postgres://user@host:5432/db)`)
@@ -185,7 +185,8 @@ func Load(args []string, getenv func(string) string, out io.Writer) (Config, err
 	fs.Usage = func() {
 		fmt.Fprintln(out, "usage: wamux serve [flags]")
 		fmt.Fprintln(out, "\nRuns the gateway. Precedence: flags > WAMUX_* environment > config file > defaults.")
-		fmt.Fprintln(out, "Secrets come from the environment: WAMUX_API_KEYS (comma-separated), WAMUX_APP_SECRET, WAMUX_VERIFY_TOKEN.")
+		fmt.Fprintln(out, "Secrets have no flags: WAMUX_API_KEYS (comma-separated), WAMUX_APP_SECRET, WAMUX_VERIFY_TOKEN, or the file's")
+		fmt.Fprintln(out, "api_keys, app_secret, verify_token. Every WAMUX_* variable and file key: README, Configuration.")
 		fmt.Fprintln(out, "\nflags:")
 		fs.PrintDefaults()
 	}

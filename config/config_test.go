@@ -98,7 +98,7 @@ func TestHelp(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("err = %v, want flag.ErrHelp", err)
 	}
-	for _, f := range []string{"-listen", "-data-dir", "-config", "-store", "-kafka", "-redis", "WAMUX_API_KEYS"} {
+	for _, f := range []string{"-listen", "-data-dir", "-config", "-store", "-kafka", "-redis", "WAMUX_API_KEYS", "WAMUX_CONFIG"} {
 		if !strings.Contains(out.String(), f) {
 			t.Errorf("help does not mention %s", f)
 		}
