@@ -142,3 +142,58 @@ func TestResolutionRetriedAfterFailure(t *testing.T) {
 		})
 	}
 }
+
+// TestLateRepeatAfterBloomForgetsStaysOut: a receipt audited as late is
+// stored (L3), so a redelivery of it is a duplicate whatever the Bloom
+// filter remembers. After a restart (or 48 h) the filter has forgotten
+// it, and the redelivery reached Merge beside L3: judged against a state
+// applied since, within the window, it took the state — a receipt the
+// audit table says left the state alone, changing it on its second
+// arrival. With the filter warm the same redelivery is dropped.
+func TestLateRepeatAfterBloomForgetsStaysOut(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			st := b.open(t)
+			ctx := context.Background()
+			clock := &fakeClock{t: base}
+			key := store.StateKey{AccountID: "acc1", MessageID: "w1"}
+			delivered := rcpt("acc1", "w1", wamux.ReceiptDelivered, 50)
+			failed := rcpt("acc1", "w1", wamux.ReceiptFailed, 200)
+			failed.ErrorCode = 131026
+
+			p1 := startPipeline(t, receipts.Config{Store: st, Now: clock.Now})
+			ingest(t, p1, rcpt("acc1", "w1", wamux.ReceiptSent, 100))
+			flush(t, p1)
+			clock.Advance(10 * time.Minute) // past the 5 min window: late
+			ingest(t, p1, delivered)
+			flush(t, p1)
+			clock.Advance(10 * time.Minute)
+			ingest(t, p1, failed) // in order: applies, a new state
+			flush(t, p1)
+			if s := p1.Stats(); s.Late != 1 || s.Applied != 2 {
+				t.Fatalf("stats %+v: want sent and failed applied, delivered late", s)
+			}
+			if err := p1.Stop(ctx); err != nil {
+				t.Fatal(err)
+			}
+
+			// A redelivery of the late delivered, one minute after the
+			// failed state was applied, by a restarted pipeline.
+			clock.Advance(time.Minute)
+			p2 := startPipeline(t, receipts.Config{Store: st, Now: clock.Now})
+			ingest(t, p2, delivered)
+			flush(t, p2)
+			if s := p2.Stats(); s.DedupStore != 1 || s.Applied != 0 {
+				t.Fatalf("stats %+v: want the redelivery found stored by L3 and nothing applied", s)
+			}
+			checkStates(t, st, map[store.StateKey]wamux.Receipt{key: failed})
+			audit, err := st.ListLateReceipts(ctx, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(audit) != 1 {
+				t.Fatalf("audit = %+v, want the one late delivered", audit)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package receipts
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/wamux/wamux"
@@ -79,8 +80,10 @@ func (p *Pipeline) process(ctx context.Context, part int, batch []store.LoggedRe
 	// merge already folds in every candidate. A candidate L3 then finds
 	// stored (the Bloom filter forgets across restarts and after 48 h) was
 	// merged before, and merging it again changes nothing: the state is a
-	// maximum that already holds it. Only its audit row would repeat, so
-	// late receipts are written once L3 has answered, for new ones alone.
+	// maximum that already holds it — unless it was late then, and the
+	// state has changed since; merge repairs that rare case once L3 has
+	// answered. Only its audit row would repeat, so late receipts are
+	// written once L3 has answered, for new ones alone.
 	var cand []int // indexes into batch
 	for i := range batch {
 		if dupLayer[i] == "" {
@@ -100,20 +103,26 @@ func (p *Pipeline) process(ctx context.Context, part int, batch []store.LoggedRe
 		// The store writes receipts and states together for less: the
 		// merge stores the candidates with the states they make.
 		var err error
-		if fresh, err = p.merge(ctx, batch, cand, decisions, now, lateWindow, both, candRs); err != nil {
+		if fresh, err = p.merge(ctx, batch, cand, decisions, now, lateWindow, remerge, both, candRs, nil); err != nil {
 			return err
 		}
 	} else {
-		insDone := make(chan error, 1)
+		insDone := make(chan struct{})
+		var insErr error
 		go func() {
-			insDone <- p.retry(ctx, "insert receipts", func(ctx context.Context) error {
+			defer close(insDone)
+			insErr = p.retry(ctx, "insert receipts", func(ctx context.Context) error {
 				var err error
 				fresh, err = p.st.InsertReceipts(ctx, candRs)
 				return err
 			})
 		}()
-		_, mergeErr := p.merge(ctx, batch, cand, decisions, now, lateWindow, nil, nil)
-		if err := <-insDone; err != nil {
+		inserted := func() ([]bool, error) {
+			<-insDone
+			return fresh, insErr
+		}
+		_, mergeErr := p.merge(ctx, batch, cand, decisions, now, lateWindow, remerge, nil, nil, inserted)
+		if _, err := inserted(); err != nil {
 			return err
 		}
 		if mergeErr != nil {
@@ -198,7 +207,19 @@ func (p *Pipeline) lateWindow() time.Duration {
 // outbound messages; a crash before the log is acknowledged repeats both
 // harmlessly, as both only move forward. With both set it stores the
 // receipts ins in the same write as the states and returns InsertReceipts'
-// answer for them.
+// answer for them; without, inserted waits for the caller's concurrent
+// InsertReceipts of the candidates and returns its answer.
+//
+// A candidate L3 finds stored is a duplicate (unless remerge: see
+// recover), and a duplicate must not change a state: it was merged when
+// it was new, and if it did not change the state then (it was late), it
+// must not now because the Bloom filter forgot it. L3 answers only with
+// the write, so the merge folds every candidate first; when a stored one
+// turned out to have changed a state (rare: a late receipt redelivered
+// after a restart or 48 h, once its state had changed since), the batch is
+// folded again without it and the states it touched are written again.
+// A stored receipt that finds no state at all was never merged (a state
+// write lost after its insert) and is merged now.
 //
 // The messages are looked up only once the states are stored. The
 // dispatcher, when it records the wamid of a send whose status came first,
@@ -209,7 +230,8 @@ func (p *Pipeline) lateWindow() time.Duration {
 // the message (TestStatusMeetsWAMIDRecordedMeanwhile). The order cost no
 // throughput in bench receipts (docs/BENCHMARKS.md, fifteenth session).
 func (p *Pipeline) merge(ctx context.Context, batch []store.LoggedReceipt, idx []int, decisions []Decision,
-	now time.Time, lateWindow time.Duration, both store.ReceiptStateWriter, ins []wamux.Receipt) ([]bool, error) {
+	now time.Time, lateWindow time.Duration, remerge bool, both store.ReceiptStateWriter, ins []wamux.Receipt,
+	inserted func() ([]bool, error)) ([]bool, error) {
 	skeys := make([]store.StateKey, 0, len(idx))
 	at := make(map[store.StateKey]int, len(idx)) // key → its index in skeys
 	for _, i := range idx {
@@ -228,8 +250,9 @@ func (p *Pipeline) merge(ctx context.Context, batch []store.LoggedReceipt, idx [
 	if err != nil {
 		return nil, err
 	}
-	// One entry per message, by its index in skeys; order lists the
-	// changed ones in the order they first changed.
+	// One entry per message, by its index in skeys; a changed one holds
+	// its new state, and order lists the changed ones in the order they
+	// first changed.
 	entries := make([]resolution, len(skeys))
 	var order []int
 	// again lists messages whose state a receipt leaves as it is but whose
@@ -241,66 +264,98 @@ func (p *Pipeline) merge(ctx context.Context, batch []store.LoggedReceipt, idx [
 	// idempotent (forward-only updates).
 	var again []int
 	var listed []bool // by j: in again already; made on first use
-	for _, i := range idx {
-		r := batch[i].Receipt
-		k := store.StateKey{AccountID: r.AccountID, MessageID: r.MessageID}
-		j := at[k]
-		var c *store.MessageState
-		if s, ok := cur[k]; ok {
-			c = &s
-		}
-		next, d := Merge(c, r, now, lateWindow)
-		if d == Apply && c != nil && c.Type == r.Type {
-			// The state's type came from a stored receipt of the same
-			// key (message, account, type): r repeats it (L3 keeps the
-			// first), whatever its event time or error code says.
-			d, next = Ignore, *c
-		}
-		decisions[i] = d
-		if d == Apply {
-			cur[k] = next
-			if entries[j].state.MessageID == "" {
-				order = append(order, j)
+	// fold merges the candidates into the states read; stored, by position
+	// in idx (nil: none known), marks those L3 found stored.
+	fold := func(stored []bool) {
+		clear(entries)
+		order, again = order[:0], again[:0]
+		clear(listed)
+		for n, i := range idx {
+			r := batch[i].Receipt
+			k := store.StateKey{AccountID: r.AccountID, MessageID: r.MessageID}
+			j := at[k]
+			var c *store.MessageState
+			if entries[j].state.MessageID != "" {
+				s := entries[j].state
+				c = &s
+			} else if s, ok := cur[k]; ok {
+				c = &s
 			}
-			entries[j].state, entries[j].receipt = next, r
-		} else if c != nil && (c.Type == r.Type || r.CallbackData != "") && entries[j].state.MessageID == "" {
-			// A repeat, or a receipt that does not change the state but
-			// names our msg_id (a weaker or late status after an agent's
-			// receipt without callback data): resolve the message with the
-			// state as it is, so an unknown send learns it was accepted.
-			// Until an Apply in this batch sets entries[j].state, the state
-			// is c; the receipt that made it, when in the batch, gives the
-			// resolution its error title.
-			if listed == nil {
-				listed = make([]bool, len(skeys))
+			next, d := Merge(c, r, now, lateWindow)
+			// The state's type came from a stored receipt of the same key
+			// (message, account, type): r repeats it (L3 keeps the first),
+			// whatever its event time or error code says. A receipt L3
+			// found stored is a repeat too (see above).
+			if d == Apply && c != nil && (c.Type == r.Type || stored != nil && stored[n]) {
+				d, next = Ignore, *c
 			}
-			if !listed[j] {
-				listed[j] = true
-				again = append(again, j)
+			decisions[i] = d
+			if d == Apply {
+				if entries[j].state.MessageID == "" {
+					order = append(order, j)
+				}
+				entries[j].state, entries[j].receipt = next, r
+			} else if c != nil && (c.Type == r.Type || r.CallbackData != "") && entries[j].state.MessageID == "" {
+				// A repeat, or a receipt that does not change the state but
+				// names our msg_id (a weaker or late status after an agent's
+				// receipt without callback data): resolve the message with
+				// the state as it is, so an unknown send learns it was
+				// accepted. Until an Apply in this batch sets
+				// entries[j].state, the state is c; the receipt that made
+				// it, when in the batch, gives the resolution its error
+				// title.
+				if listed == nil {
+					listed = make([]bool, len(skeys))
+				}
+				if !listed[j] {
+					listed[j] = true
+					again = append(again, j)
+				}
+				if r.Type == c.Type && r.EventTime.Equal(c.EventTime) && r.ErrorCode == c.ErrorCode {
+					entries[j].receipt = r
+				}
 			}
-			if r.Type == c.Type && r.EventTime.Equal(c.EventTime) && r.ErrorCode == c.ErrorCode {
-				entries[j].receipt = r
+			if r.CallbackData != "" && entries[j].callback == "" {
+				entries[j].callback = r.CallbackData
 			}
-		}
-		if r.CallbackData != "" && entries[j].callback == "" {
-			entries[j].callback = r.CallbackData
 		}
 	}
-	var fresh []bool
-	write := func(states []store.MessageState) error {
-		if both == nil {
-			return p.retry(ctx, "write states", func(ctx context.Context) error { return p.st.PutStates(ctx, states) })
+	changed := func() []store.MessageState {
+		states := make([]store.MessageState, 0, len(order))
+		for _, j := range order {
+			states = append(states, entries[j].state)
 		}
-		return p.retry(ctx, "store receipts and states", func(ctx context.Context) error {
+		return states
+	}
+
+	fold(nil)
+	states := changed()
+	var fresh []bool
+	if both != nil {
+		err = p.retry(ctx, "store receipts and states", func(ctx context.Context) error {
 			var err error
 			fresh, err = both.InsertReceiptsPutStates(ctx, ins, states)
 			return err
 		})
+	} else if len(states) > 0 {
+		err = p.retry(ctx, "write states", func(ctx context.Context) error { return p.st.PutStates(ctx, states) })
 	}
-	states := make([]store.MessageState, 0, len(order))
+	if err != nil {
+		return nil, fmt.Errorf("receipts: merge: %w", err)
+	}
+	if !remerge {
+		if inserted != nil {
+			if fresh, err = inserted(); err != nil {
+				return nil, err
+			}
+		}
+		if err := p.unmergeStored(ctx, idx, decisions, fresh, cur, skeys, entries, &order, fold); err != nil {
+			return nil, err
+		}
+	}
+
 	resolve := make([]*resolution, 0, len(order)+len(again))
 	for _, j := range order {
-		states = append(states, entries[j].state)
 		resolve = append(resolve, &entries[j])
 	}
 	for _, j := range again {
@@ -310,13 +365,50 @@ func (p *Pipeline) merge(ctx context.Context, batch []store.LoggedReceipt, idx [
 		entries[j].state = cur[skeys[j]]
 		resolve = append(resolve, &entries[j])
 	}
-	if len(states) == 0 && both == nil {
-		return nil, p.resolve(ctx, resolve)
+	if both != nil {
+		return fresh, p.resolve(ctx, resolve)
 	}
-	if err := write(states); err != nil {
-		return nil, fmt.Errorf("receipts: merge: %w", err)
+	return nil, p.resolve(ctx, resolve)
+}
+
+// unmergeStored undoes what candidates L3 found stored did to states they
+// were merged into (merge): it folds the batch again with them marked
+// stored and writes every state the first fold changed as the second one
+// leaves it. It costs nothing unless such a candidate was applied.
+func (p *Pipeline) unmergeStored(ctx context.Context, idx []int, decisions []Decision, fresh []bool,
+	cur map[store.StateKey]store.MessageState, skeys []store.StateKey, entries []resolution, order *[]int,
+	fold func(stored []bool)) error {
+	var stored []bool
+	for n, i := range idx {
+		if !fresh[n] && decisions[i] == Apply {
+			stored = make([]bool, len(idx))
+			break
+		}
 	}
-	return fresh, p.resolve(ctx, resolve)
+	if stored == nil {
+		return nil
+	}
+	for n := range idx {
+		stored[n] = !fresh[n]
+	}
+	touched := slices.Clone(*order)
+	fold(stored)
+	// The second fold changes a subset of what the first did: it only
+	// leaves out Applies. A state it no longer changes goes back to the
+	// one read, which exists (a stored receipt changes only an existing
+	// state).
+	states := make([]store.MessageState, 0, len(touched))
+	for _, j := range touched {
+		if entries[j].state.MessageID != "" {
+			states = append(states, entries[j].state)
+		} else {
+			states = append(states, cur[skeys[j]])
+		}
+	}
+	if err := p.retry(ctx, "write states", func(ctx context.Context) error { return p.st.PutStates(ctx, states) }); err != nil {
+		return fmt.Errorf("receipts: merge: undo a stored receipt: %w", err)
+	}
+	return nil
 }
 
 // ack deletes a processed batch from the log and reports how many entries
