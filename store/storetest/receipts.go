@@ -188,6 +188,14 @@ func testReceipts(t *testing.T, newStore NewStore) {
 		if g := states[st(c).StateKey]; g.Type != wamux.ReceiptSent {
 			t.Fatalf("state of w2 = %+v, want sent", g)
 		}
+		// PutStates replaces a state written with its receipt by a weaker
+		// one: the receipt pipeline undoes so what a stored receipt did.
+		must(t, s.PutStates(ctx(t), []store.MessageState{st(a)}))
+		states, err = s.GetStates(ctx(t), []store.StateKey{st(a).StateKey})
+		must(t, err)
+		if g := states[st(a).StateKey]; g.Type != wamux.ReceiptSent || !g.EventTime.Equal(a.EventTime) {
+			t.Fatalf("state of w1 after PutStates of sent = %+v, want sent", g)
+		}
 		got, err = w.InsertReceiptsPutStates(ctx(t), nil, nil)
 		if err != nil || len(got) != 0 {
 			t.Fatalf("empty write = %v, %v", got, err)
@@ -220,6 +228,14 @@ func testStates(t *testing.T, s store.Store) {
 	}
 	if g := got[k2]; g.StateKey != k2 || g.Type != wamux.ReceiptFailed || !g.EventTime.Equal(t1) || g.ErrorCode != 131047 {
 		t.Fatalf("state k2 = %+v", g)
+	}
+	// Insert or replace: a weaker state replaces a stronger one too (the
+	// merge rule is the pipeline's, not the store's).
+	must(t, s.PutStates(ctx(t), []store.MessageState{{StateKey: k2, Type: wamux.ReceiptSent, EventTime: t1}}))
+	weaker, err := s.GetStates(ctx(t), []store.StateKey{k2})
+	must(t, err)
+	if g := weaker[k2]; g.Type != wamux.ReceiptSent || g.ErrorCode != 0 {
+		t.Fatalf("state k2 after PutStates of sent = %+v, want sent", g)
 	}
 	wantUTC(t, "state EventTime", got[k1].EventTime)
 	wantUTC(t, "state UpdatedAt", got[k1].UpdatedAt)
