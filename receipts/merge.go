@@ -87,7 +87,8 @@ const LateReason = "out of order after the late window"
 //
 // In the pipeline a receipt of the state's own type is a repeat of the
 // receipt that made the state (L3 keeps the first of a key), so it is
-// Ignore there whatever its event time or code (Pipeline.merge).
+// Ignore there whatever its event time or code, and so is any receipt L3
+// finds stored: merged once already, late then or not (Pipeline.merge).
 func Merge(cur *store.MessageState, r wamux.Receipt, now time.Time, lateWindow time.Duration) (next store.MessageState, d Decision) {
 	if cur != nil {
 		if cur.AccountID != r.AccountID || cur.MessageID != r.MessageID {
