@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"regexp"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/wamux/wamux"
@@ -167,7 +168,9 @@ func admitPayload(req Request) ([]byte, error) {
 		if err := strictUnmarshal(req.Template, &t); err != nil {
 			return nil, invalid("template must be {\"name\", \"language\":{\"code\"}, \"components\"?}")
 		}
-		if t.Name == "" || t.Language.Code == "" {
+		// Only spaces name no template: the provider refuses it for
+		// good, so it is refused here as a missing one is.
+		if strings.TrimSpace(t.Name) == "" || strings.TrimSpace(t.Language.Code) == "" {
 			return nil, invalid("template.name and template.language.code are required")
 		}
 		if len(t.Components) > 0 {
@@ -177,11 +180,18 @@ func admitPayload(req Request) ([]byte, error) {
 			if err := dec.Decode(&comps); err != nil {
 				return nil, invalid("template.components must be an array")
 			}
-			canon, err := json.Marshal(comps) // map keys come out sorted
-			if err != nil {
-				return nil, invalid("template.components is not valid JSON")
+			// No components, null and [] are one request: the same
+			// fingerprint (a retry spelling it otherwise is a duplicate,
+			// not a conflict), and null never reaches the provider, which
+			// takes components only as an array.
+			t.Components = nil
+			if len(comps) > 0 {
+				canon, err := json.Marshal(comps) // map keys come out sorted
+				if err != nil {
+					return nil, invalid("template.components is not valid JSON")
+				}
+				t.Components = canon
 			}
-			t.Components = canon
 		}
 		return json.Marshal(t)
 	}

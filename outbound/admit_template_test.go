@@ -1,0 +1,54 @@
+package outbound
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/wamux/wamux"
+)
+
+// TestTemplateWithoutComponentsIsOneContent: a template with no
+// components may be written without the key, with null or with [];
+// the three are one request. A retry that spells it otherwise must be a
+// duplicate (200), not a conflict (409), and null must not reach the
+// provider, which takes components only as an array.
+func TestTemplateWithoutComponentsIsOneContent(t *testing.T) {
+	admit := func(tpl string) wamux.Message {
+		t.Helper()
+		m, err := Admit(Request{MsgID: "t1", BizType: "b", To: "15551234567", Type: "template", Template: json.RawMessage(tpl)})
+		if err != nil {
+			t.Fatalf("%s: %v", tpl, err)
+		}
+		return m
+	}
+	ref := admit(`{"name":"n","language":{"code":"en"}}`)
+	for _, tpl := range []string{
+		`{"name":"n","language":{"code":"en"},"components":null}`,
+		`{"name":"n","language":{"code":"en"},"components":[]}`,
+		`{"name":"n","language":{"code":"en"},"components":[ ]}`,
+	} {
+		m := admit(tpl)
+		if m.ContentHash != ref.ContentHash {
+			t.Errorf("%s: fingerprint differs from the template without components: a retry would be a 409", tpl)
+		}
+		if string(m.Payload) != string(ref.Payload) || strings.Contains(string(m.Payload), "components") {
+			t.Errorf("%s: payload %s, want %s", tpl, m.Payload, ref.Payload)
+		}
+	}
+}
+
+// TestTemplateBlankNameOrLanguageRefused: a name or language code of
+// only spaces names no template; the provider refuses it for good, so
+// it is refused at submit, as a missing one is.
+func TestTemplateBlankNameOrLanguageRefused(t *testing.T) {
+	for _, tpl := range []string{
+		`{"name":" ","language":{"code":"en"}}`,
+		`{"name":"n","language":{"code":"\t"}}`,
+	} {
+		_, err := Admit(Request{BizType: "b", To: "15551234567", Type: "template", Template: json.RawMessage(tpl)})
+		if wamux.ErrorCode(err) != wamux.EInvalid || !strings.Contains(wamux.ErrorMessage(err), "template.") {
+			t.Errorf("%s: err = %v, want invalid naming the field", tpl, err)
+		}
+	}
+}
