@@ -96,7 +96,7 @@ func Admit(req Request) (wamux.Message, error) {
 		case req.AccountID == "":
 			return m, invalid("client_seq requires account_id: a sequence is kept per account")
 		case *req.ClientSeq < 1 || *req.ClientSeq > MaxClientSeq:
-			return m, invalid("client_seq must be a whole number >= 1")
+			return m, invalid("client_seq must be a whole number from 1 to " + strconv.FormatInt(MaxClientSeq, 10))
 		}
 		m.ClientSeq = *req.ClientSeq
 	}

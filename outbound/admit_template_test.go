@@ -52,3 +52,16 @@ func TestTemplateBlankNameOrLanguageRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestClientSeqBeyondMaxNamesTheBound: a client_seq above MaxClientSeq is
+// refused with a message that says so; ">= 1" alone misleads a client
+// whose seq is 2^53.
+func TestClientSeqBeyondMaxNamesTheBound(t *testing.T) {
+	_, err := Admit(Request{BizType: "b", AccountID: "acc", ClientSeq: seq(MaxClientSeq + 1), To: "15551234567", Type: "text", Text: text("x")})
+	if wamux.ErrorCode(err) != wamux.EInvalid || !strings.Contains(wamux.ErrorMessage(err), "9007199254740991") {
+		t.Fatalf("err = %v, want invalid naming the upper bound", err)
+	}
+	if _, err := Admit(Request{BizType: "b", AccountID: "acc", ClientSeq: seq(MaxClientSeq), To: "15551234567", Type: "text", Text: text("x")}); err != nil {
+		t.Fatalf("MaxClientSeq refused: %v", err)
+	}
+}
