@@ -53,8 +53,8 @@ func newScripted(first map[string]cloudapi.Result) (*scriptedProvider, func(outb
 }
 
 // TestBatchRoutingSpreadsOverPool: three idle, identical accounts; one
-// batch of new recipients without account_id. Routing picks "the account
-// with the most tokens relative to burst"; nothing is charged while the
+// batch of new recipients without account_id. Routing picks the account
+// with the most headroom (tokens less queue); nothing is charged while the
 // batch is routed, so the batch's earlier choices must count, or every
 // recipient goes (and sticks) to the account with the smallest id.
 func TestBatchRoutingSpreadsOverPool(t *testing.T) {

@@ -22,9 +22,9 @@ func (d *Dispatcher) usable(a wamux.Account) bool {
 // route returns the account that sends to a recipient. A recipient keeps
 // its owner (sticky: one conversation, one business number); a recipient
 // without one, or whose owner is disabled or cooling down, gets the pool
-// account with the most tokens relative to its capacity (when every active
-// account is cooling down, the one whose cooldown ends first), and the
-// choice is recorded with its reason.
+// account where it would go out soonest (bestOf; when every active account
+// is cooling down, the one whose cooldown ends first), and the choice is
+// recorded with its reason.
 //
 // planned counts the messages already given to each account earlier in the
 // same batch: they take tokens as soon as they reach the worker, so they
@@ -147,28 +147,38 @@ func (d *Dispatcher) pool(id string) ([]wamux.Account, wamux.Account, bool) {
 	return pool, a, ok
 }
 
-// bestOf is the usable account of the pool with the most tokens relative
-// to its capacity, planned (messages already given to each account and not
-// yet charged) counted against it; "" when none is usable.
+// bestOf is the usable account of the pool where a new message would go
+// out soonest, "" when none is usable. Its score is the account's headroom
+// in seconds of its effective rate: tokens left, less the messages queued
+// there and planned (already given to it and not yet charged). An idle
+// pool spreads by spare tokens; a busy one, where every bucket is empty
+// and tokens alone tie, by how long its queues take to drain. A new
+// recipient sticks to its account, so one routed behind a long queue
+// waits that long for every message while others have capacity.
 func (d *Dispatcher) bestOf(ctx context.Context, pool []wamux.Account, planned map[string]int) string {
 	type candidate struct {
-		id    string
-		ratio float64
+		id       string
+		headroom float64
 	}
 	var cands []candidate
 	for _, a := range pool {
-		if !d.usable(a) {
+		lim := d.limiter.Limit(a.ID)
+		if a.State != wamux.AccountActive || lim.State != wamux.AccountActive {
 			continue
 		}
 		tokens, _ := d.limiter.Tokens(ctx, a.ID)
-		cands = append(cands, candidate{a.ID, (tokens - float64(planned[a.ID])) / float64(max(a.Burst, 1))})
+		backlog := planned[a.ID]
+		if w, ok := d.worker(a.ID); ok {
+			backlog += w.backlog()
+		}
+		cands = append(cands, candidate{a.ID, (tokens - float64(backlog)) / lim.EffectiveRate})
 	}
 	if len(cands) == 0 {
 		return ""
 	}
 	sort.Slice(cands, func(i, j int) bool {
-		if cands[i].ratio != cands[j].ratio {
-			return cands[i].ratio > cands[j].ratio
+		if cands[i].headroom != cands[j].headroom {
+			return cands[i].headroom > cands[j].headroom
 		}
 		return cands[i].id < cands[j].id
 	})

@@ -130,6 +130,16 @@ func (w *worker) depth() [3]int {
 	return w.depthSnap
 }
 
+// backlog is how many messages the account has to send before one routed
+// to it now: those queued at the last scheduling round and those handed
+// to it since. Messages moved here (adopted) are left out: the evacuation
+// that moves them counts them as planned.
+func (w *worker) backlog() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.depthSnap[0] + w.depthSnap[1] + w.depthSnap[2] + len(w.inbox) + len(w.released)
+}
+
 func (w *worker) submit(m wamux.Message) {
 	w.mu.Lock()
 	w.inbox = append(w.inbox, m)
