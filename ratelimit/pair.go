@@ -61,9 +61,13 @@ type PairLimiter struct {
 type pairKey struct{ account, recipient string }
 
 // pairState is a pair's debt: when its current burst began, when what it
-// borrowed is repaid, and whether the provider closed the burst (131056).
+// borrowed is repaid, how many messages the burst has had, and whether the
+// provider closed the burst (131056). The count is kept, not derived from
+// the debt: after SetPolicy changes the interval, the debt measured in the
+// new interval no longer says how many messages were sent.
 type pairState struct {
 	start, repaid time.Time
+	n             int
 	closed        bool
 }
 
@@ -101,7 +105,8 @@ func checkPairPolicy(interval time.Duration, burst int) error {
 }
 
 // SetPolicy changes the pace and burst for every pair, effective for the
-// next check. What a pair owes is kept as it is.
+// next check. What a pair owes is kept as it is, and so are the messages a
+// burst under way has had.
 func (p *PairLimiter) SetPolicy(interval time.Duration, burst int) error {
 	if err := checkPairPolicy(interval, burst); err != nil {
 		return fmt.Errorf("set pair policy: %w", err)
@@ -122,7 +127,7 @@ func (p *PairLimiter) Policy() (time.Duration, int) {
 // inBurst reports whether a pair that owes something may still add to its
 // burst: within one interval of the burst's start and below burst messages.
 func (p *PairLimiter) inBurst(s pairState, now time.Time) bool {
-	return !s.closed && now.Sub(s.start) < p.interval && s.repaid.Sub(s.start) < time.Duration(p.burst)*p.interval
+	return !s.closed && now.Sub(s.start) < p.interval && s.n < p.burst
 }
 
 // wait is how long until the pair may send one message. The caller holds p.mu.
@@ -142,6 +147,7 @@ func (p *PairLimiter) record(now time.Time, k pairKey) {
 		s = pairState{start: now, repaid: now} // quiet: a new burst
 	}
 	s.repaid = s.repaid.Add(p.interval)
+	s.n++
 	p.pairs[k] = s
 	if len(p.pairs) >= p.sweepAt {
 		p.sweep(now)

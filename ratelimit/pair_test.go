@@ -236,3 +236,26 @@ func TestPairMemoryBounded(t *testing.T) {
 		t.Fatalf("pairs tracked after 20000 distinct recipients = %d, want a bounded number", n)
 	}
 }
+
+// TestPairSetPolicyMidBurstKeepsBurstCount: a burst is counted in
+// messages. A pair that has sent its whole burst of 3 at 6 s must not get
+// more within the burst once pair_interval is raised (an operator slowing
+// pairs down after 131056s): measured as debt over the new, longer
+// interval, its 18 s would read as less than one message.
+func TestPairSetPolicyMidBurstKeepsBurstCount(t *testing.T) {
+	t.Parallel()
+	clk := ratelimittest.NewClock()
+	p := newPairs(t, clk, 6*time.Second, 3)
+	for i := range 3 {
+		if ok, w := p.Reserve("a", "r"); !ok {
+			t.Fatalf("send %d of the burst refused, wait %v", i+1, w)
+		}
+	}
+	if err := p.SetPolicy(time.Minute, 3); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Second)
+	if ok, _ := p.Reserve("a", "r"); ok {
+		t.Fatal("a 4th message granted in a burst of 3 after pair_interval was raised")
+	}
+}
