@@ -422,11 +422,29 @@ func PrepareAccount(a *wamux.Account) error {
 	if a.BaseURL == "" {
 		a.BaseURL = wamux.DefaultBaseURL
 	}
-	if a.RatePerSec < 0 || a.Burst < 0 {
-		return wamux.Errorf(wamux.EInvalid, "rate_per_sec and burst must not be negative")
+	if !validRate(a.RatePerSec) || a.Burst < 0 {
+		return wamux.Errorf(wamux.EInvalid, "rate_per_sec must be a number, and it and burst must not be negative")
 	}
 	return nil
 }
+
+// ValidateAccountPatch is PrepareAccount's rule for the fields a patch
+// changes; every implementation calls it in UpdateAccount.
+func ValidateAccountPatch(p AccountPatch) error {
+	if p.State != nil && !p.State.Valid() {
+		return wamux.Errorf(wamux.EInvalid, "unknown account state %q", *p.State)
+	}
+	if (p.RatePerSec != nil && !validRate(*p.RatePerSec)) || (p.Burst != nil && *p.Burst < 0) {
+		return wamux.Errorf(wamux.EInvalid, "rate_per_sec must be a number, and it and burst must not be negative")
+	}
+	return nil
+}
+
+// validRate rejects a negative rate and NaN, which no comparison catches
+// and the backends would treat apart: SQLite binds NaN as NULL (a NOT NULL
+// failure on insert, "unchanged" under the patch's COALESCE), PostgreSQL
+// stores it.
+func validRate(r float64) bool { return r >= 0 }
 
 // Blocked is the idempotency rule for a message that could not be inserted
 // because existing holds its msg_id (sameID) or its (account_id,

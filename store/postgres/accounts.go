@@ -27,16 +27,6 @@ func scanAccount(row pgx.Row) (wamux.Account, error) {
 	return a, nil
 }
 
-func validatePatch(p store.AccountPatch) error {
-	if p.State != nil && !p.State.Valid() {
-		return wamux.Errorf(wamux.EInvalid, "unknown account state %q", *p.State)
-	}
-	if (p.RatePerSec != nil && *p.RatePerSec < 0) || (p.Burst != nil && *p.Burst < 0) {
-		return wamux.Errorf(wamux.EInvalid, "rate_per_sec and burst must not be negative")
-	}
-	return nil
-}
-
 // CreateAccount stores a new account. An empty State becomes active and an
 // empty BaseURL the Graph API.
 func (s *Store) CreateAccount(ctx context.Context, a wamux.Account) (wamux.Account, error) {
@@ -105,7 +95,7 @@ func (s *Store) ListAccounts(ctx context.Context) ([]wamux.Account, error) {
 
 // UpdateAccount applies the non-nil fields of p in one statement.
 func (s *Store) UpdateAccount(ctx context.Context, id string, p store.AccountPatch) (wamux.Account, error) {
-	if err := validatePatch(p); err != nil {
+	if err := store.ValidateAccountPatch(p); err != nil {
 		return wamux.Account{}, err
 	}
 	if s.closed.Load() {

@@ -100,7 +100,7 @@ func (s *Store) ListAccounts(ctx context.Context) ([]wamux.Account, error) {
 
 // UpdateAccount applies the non-nil fields of p.
 func (s *Store) UpdateAccount(ctx context.Context, id string, p store.AccountPatch) (wamux.Account, error) {
-	if err := validatePatch(p); err != nil {
+	if err := store.ValidateAccountPatch(p); err != nil {
 		return wamux.Account{}, err
 	}
 	var out wamux.Account
@@ -144,14 +144,4 @@ func (s *Store) UpdateAccount(ctx context.Context, id string, p store.AccountPat
 		return wamux.Account{}, err
 	}
 	return out, nil
-}
-
-func validatePatch(p store.AccountPatch) error {
-	if p.State != nil && !p.State.Valid() {
-		return wamux.Errorf(wamux.EInvalid, "unknown account state %q", *p.State)
-	}
-	if (p.RatePerSec != nil && *p.RatePerSec < 0) || (p.Burst != nil && *p.Burst < 0) {
-		return wamux.Errorf(wamux.EInvalid, "rate_per_sec and burst must not be negative")
-	}
-	return nil
 }

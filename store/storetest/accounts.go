@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -82,6 +83,14 @@ func testAccounts(t *testing.T, newStore NewStore) {
 		bad.State = "sleeping"
 		_, err = s.CreateAccount(ctx(t), bad)
 		wantCode(t, err, wamux.EInvalid)
+		// NaN is not a rate: no comparison rejects it as negative, and the
+		// backends disagreed (SQLite failed as internal, PostgreSQL kept it).
+		bad = testAccount("acc1", "1001")
+		bad.RatePerSec = math.NaN()
+		_, err = s.CreateAccount(ctx(t), bad)
+		wantCode(t, err, wamux.EInvalid)
+		_, err = s.GetAccount(ctx(t), "acc1")
+		wantCode(t, err, wamux.ENotFound)
 	})
 	t.Run("ListOrdered", func(t *testing.T) {
 		s := newStore(t)
@@ -132,5 +141,14 @@ func testAccounts(t *testing.T, newStore NewStore) {
 		bad := wamux.AccountState("asleep")
 		_, err = s.UpdateAccount(ctx(t), "acc1", store.AccountPatch{State: &bad})
 		wantCode(t, err, wamux.EInvalid)
+		// A NaN rate is refused, not stored (PostgreSQL did) nor silently
+		// skipped while reporting success (SQLite binds NaN as NULL, which
+		// COALESCE took for "unchanged").
+		nan := math.NaN()
+		_, err = s.UpdateAccount(ctx(t), "acc1", store.AccountPatch{RatePerSec: &nan})
+		wantCode(t, err, wamux.EInvalid)
+		if stored, err := s.GetAccount(ctx(t), "acc1"); err != nil || stored.RatePerSec != 10.25 {
+			t.Fatalf("after a refused NaN patch rate = %v (%v), want 10.25", stored.RatePerSec, err)
+		}
 	})
 }
