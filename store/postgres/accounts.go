@@ -77,12 +77,14 @@ func (s *Store) getAccount(ctx context.Context, col, v string) (wamux.Account, e
 	return a, nil
 }
 
-// ListAccounts returns every account ordered by id.
+// ListAccounts returns every account ordered by id, byte by byte as in
+// store/sqlite: COLLATE "C" keeps a database's linguistic default
+// collation (en_US and the like put "B" after "a") out of the order.
 func (s *Store) ListAccounts(ctx context.Context) ([]wamux.Account, error) {
 	if s.closed.Load() {
 		return nil, errClosed
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+accountCols+` FROM accounts ORDER BY id`)
+	rows, err := s.pool.Query(ctx, `SELECT `+accountCols+` FROM accounts ORDER BY id COLLATE "C"`)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list accounts: %w", wrapErr(err))
 	}

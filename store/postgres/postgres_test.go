@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net/url"
 	"os"
 	"testing"
 	"time"
@@ -49,7 +50,12 @@ func randomSchema(t testing.TB) string {
 // test ends.
 func newStore(t testing.TB) *postgres.Store {
 	t.Helper()
-	dsn := testDSN(t)
+	return newStoreOn(t, testDSN(t))
+}
+
+// newStoreOn is newStore on the server and database dsn names.
+func newStoreOn(t testing.TB, dsn string) *postgres.Store {
+	t.Helper()
 	schema := randomSchema(t)
 	s, err := postgres.Open(context.Background(), dsn, postgres.Options{Schema: schema})
 	if err != nil {
@@ -82,4 +88,42 @@ func TestConformance(t *testing.T) {
 func TestEdgeCases(t *testing.T) {
 	testDSN(t)
 	storetest.RunEdgeCases(t, func(t *testing.T) store.Store { return newStore(t) })
+}
+
+// TestConformanceLinguisticCollation runs the suite in a database whose
+// default collation is linguistic (ICU en-US), as databases created under
+// an en_US.UTF-8 locale are; the test server's C.UTF-8 sorts by bytes
+// and would hide results that depend on the collation.
+func TestConformanceLinguisticCollation(t *testing.T) {
+	dsn := testDSN(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatalf("parse WAMUX_TEST_POSTGRES: %v", err)
+	}
+	name := randomSchema(t)
+	ident := pgx.Identifier{name}.Sanitize()
+	exec := func(ctx context.Context, sql string) error {
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(context.Background())
+		_, err = conn.Exec(ctx, sql)
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := exec(ctx, "CREATE DATABASE "+ident+
+		" TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C.UTF-8' LOCALE_PROVIDER icu ICU_LOCALE 'en-US'"); err != nil {
+		t.Skipf("no database with an ICU collation can be created here (needs PostgreSQL 15 with ICU and CREATEDB): %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := exec(ctx, "DROP DATABASE "+ident+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	u.Path = "/" + name
+	storetest.Run(t, func(t *testing.T) store.Store { return newStoreOn(t, u.String()) })
 }

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -105,6 +106,22 @@ func testAccounts(t *testing.T, newStore NewStore) {
 		}
 		if list[1].PhoneNumberID != "p-b" || list[1].AccessToken != "token-b" {
 			t.Fatalf("listed account fields = %+v", list[1])
+		}
+		// By id means by its bytes (Go's string order, SQLite's BINARY),
+		// not by a database's linguistic collation, which puts "B" after
+		// "a" and ignores the "-" of "a-c".
+		for _, id := range []string{"B", "a-c", "ä", "ab"} {
+			_, err := s.CreateAccount(ctx(t), testAccount(id, "p-"+id))
+			must(t, err)
+		}
+		list, err = s.ListAccounts(ctx(t))
+		must(t, err)
+		var ids []string
+		for _, a := range list {
+			ids = append(ids, a.ID)
+		}
+		if want := "[B a a-c ab b c ä]"; fmt.Sprint(ids) != want {
+			t.Fatalf("ListAccounts = %v, want %s (byte order)", ids, want)
 		}
 	})
 	t.Run("Update", func(t *testing.T) {
