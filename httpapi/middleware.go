@@ -101,27 +101,42 @@ func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter 
 
 // instrument counts and times requests by route pattern (bounded labels:
 // the pattern, never the raw path with ids in it) and logs each one
-// without headers or bodies, which may hold secrets.
+// without headers or bodies, which may hold secrets. A handler that
+// panics is counted too, as the 500 recoverPanics answers: those are the
+// failures wamux_http_requests_total{code=~"5.."} is read for. It is
+// counted in a deferred call that does not recover, so recoverPanics
+// still logs the stack of the panic itself.
 func (s *Server) instrument(route string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w}
+		returned := false
+		defer func() {
+			if rec.status == 0 {
+				rec.status = http.StatusOK
+				if !returned {
+					rec.status = http.StatusInternalServerError
+				}
+			}
+			s.observe(r, route, rec.status, time.Since(start))
+		}()
 		next.ServeHTTP(rec, r)
-		if rec.status == 0 {
-			rec.status = http.StatusOK
-		}
-		elapsed := time.Since(start)
-		s.metrics.observe(route, rec.status, elapsed)
-		level := slog.LevelDebug
-		if rec.status >= 500 {
-			level = slog.LevelWarn
-		}
-		// Asked first: building the request's logger and the record costs
-		// a few µs per request, and at debug level nobody reads it.
-		if s.log.Enabled(r.Context(), level) {
-			s.logger(r).Log(r.Context(), level, "http request", "method", r.Method, "route", route, "status", rec.status, "duration", elapsed)
-		}
+		returned = true
 	})
+}
+
+// observe counts, times and logs one served request.
+func (s *Server) observe(r *http.Request, route string, status int, elapsed time.Duration) {
+	s.metrics.observe(route, status, elapsed)
+	level := slog.LevelDebug
+	if status >= 500 {
+		level = slog.LevelWarn
+	}
+	// Asked first: building the request's logger and the record costs
+	// a few µs per request, and at debug level nobody reads it.
+	if s.log.Enabled(r.Context(), level) {
+		s.logger(r).Log(r.Context(), level, "http request", "method", r.Method, "route", route, "status", status, "duration", elapsed)
+	}
 }
 
 // apiKeys checks bearer keys in constant time.
