@@ -20,9 +20,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "HTTP requests served, by route pattern and status code.",
 		}, []string{"route", "code"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "wamux_http_request_duration_seconds",
-			Help:    "Time to serve an HTTP request, by route pattern.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+			Name: "wamux_http_request_duration_seconds",
+			Help: "Time to serve an HTTP request, by route pattern.",
+			// 0.5 ms to 16 s: a request that waits out the store timeout
+			// (StoreTimeoutDefault, 10 s) still lands in a finite bucket.
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"route"}),
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.duration} {

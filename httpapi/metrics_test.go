@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"log/slog"
+	"math"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -108,5 +109,37 @@ func TestPanicCountedAs500(t *testing.T) {
 	// the panic's own.
 	if !strings.Contains(logs.String(), "handler panic") || !strings.Contains(logs.String(), "panickyLive).check") {
 		t.Fatalf("the panic was not logged with its own stack:\n%s", logs.String())
+	}
+}
+
+// TestRequestDurationBucketsFitStoreTimeout: a request that waits out the
+// store timeout (a slow or stuck commit, what the p99 panel is watched
+// for) lands in a finite bucket of wamux_http_request_duration_seconds.
+// Past the last finite bucket a quantile reads as that bucket's bound,
+// so the panel would flatten below the latency it is meant to show.
+func TestRequestDurationBucketsFitStoreTimeout(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "wamux.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	reg := prometheus.NewRegistry()
+	api, err := httpapi.New(httpapi.Config{Store: st, Logger: slog.New(slog.DiscardHandler), Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/healthz", nil))
+	h := series(t, reg, "wamux_http_request_duration_seconds", map[string]string{"route": "GET /healthz"})
+	if h == nil {
+		t.Fatal("GET /healthz was not timed")
+	}
+	var top float64
+	for _, b := range h.GetHistogram().GetBucket() {
+		if !math.IsInf(b.GetUpperBound(), 1) {
+			top = b.GetUpperBound()
+		}
+	}
+	if top < httpapi.StoreTimeoutDefault.Seconds() {
+		t.Fatalf("the last finite bucket ends at %gs, below the default store timeout %v", top, httpapi.StoreTimeoutDefault)
 	}
 }

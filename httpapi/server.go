@@ -24,6 +24,10 @@ const (
 	MaxBodyWebhook = 3 << 20 // 3 MiB on /webhook
 )
 
+// StoreTimeoutDefault bounds each store call of a request when
+// Config.StoreTimeout is zero.
+const StoreTimeoutDefault = 10 * time.Second
+
 // LiveState reports what only the running dispatcher knows about an
 // account: the tokens left in its bucket and its queue depth per priority.
 type LiveState interface {
@@ -46,7 +50,8 @@ type Config struct {
 	// Live is optional; without it an account reports a full bucket and
 	// empty queues (nothing is being sent).
 	Live LiveState
-	// StoreTimeout bounds each store call made for a request.
+	// StoreTimeout bounds each store call made for a request
+	// (StoreTimeoutDefault when zero).
 	StoreTimeout time.Duration
 	// Outbound is the send pipeline; without it the message endpoints
 	// are not served.
@@ -108,7 +113,7 @@ func New(cfg Config) (*Server, error) {
 		settings:     cfg.Settings,
 	}
 	if s.storeTimeout <= 0 {
-		s.storeTimeout = 10 * time.Second
+		s.storeTimeout = StoreTimeoutDefault
 	}
 	s.initReceipts(cfg)
 	s.handler = s.routes()
