@@ -219,11 +219,13 @@ func deployQueries(t *testing.T) []promQuery {
 }
 
 var (
-	selectorRe   = regexp.MustCompile(`(wamux_[a-z0-9_]+)\s*\{([^}]*)\}`)
-	matcherRe    = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)`)
-	aggregatorRe = regexp.MustCompile(`\b(sum|max|min|avg|count)\s*(?:by\s*\(([^)]*)\)\s*)?\(`)
-	labelValues  = regexp.MustCompile(`label_values\((wamux_[a-z0-9_]+),\s*([a-z_]+)\)`)
-	legendRe     = regexp.MustCompile(`\{\{\s*([a-z_]+)\s*\}\}|\$labels\.([a-z_]+)`)
+	selectorRe = regexp.MustCompile(`(wamux_[a-z0-9_]+)\s*\{([^}]*)\}`)
+	matcherRe  = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)`)
+	// valueMatcherRe is an exact matcher (= or !=), not a regular one.
+	valueMatcherRe = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(!=|=)\s*"([^"]*)"`)
+	aggregatorRe   = regexp.MustCompile(`\b(sum|max|min|avg|count)\s*(?:by\s*\(([^)]*)\)\s*)?\(`)
+	labelValues    = regexp.MustCompile(`label_values\((wamux_[a-z0-9_]+),\s*([a-z_]+)\)`)
+	legendRe       = regexp.MustCompile(`\{\{\s*([a-z_]+)\s*\}\}|\$labels\.([a-z_]+)`)
 )
 
 // series is a metric name as a query uses it: its documented base (a
@@ -296,7 +298,8 @@ func closing(expr string, open int) int {
 // histogram_quantile aggregated by le; label matchers, by clauses,
 // label_values and the labels legends and annotations print exist on the
 // metrics (as docs/metrics.md gives them, which TestMetricLabelsDocumented
-// ties to the registry).
+// ties to the registry), and exact matcher values are values the
+// metric's row names.
 func TestDeployQueries(t *testing.T) {
 	docs := documented(t)
 	qs := deployQueries(t)
@@ -345,10 +348,19 @@ func TestDeployQueries(t *testing.T) {
 			}
 		}
 		for _, m := range selectorRe.FindAllStringSubmatch(q.expr, -1) {
-			_, labels, _ := series(docs, m[1])
+			base, labels, _ := series(docs, m[1])
 			for _, l := range matcherRe.FindAllStringSubmatch(m[2], -1) {
 				if !slices.Contains(labels, l[1]) {
 					fail("%s has no label %s", m[1], l[1])
+				}
+			}
+			// A value no series has (state="disable") makes an alert
+			// that never fires and a panel that stays empty, with no
+			// error anywhere: an exact value must be one the metric's
+			// row names.
+			for _, v := range valueMatcherRe.FindAllStringSubmatch(m[2], -1) {
+				if !strings.Contains(v[3], "$") && !strings.Contains(docs[base].text, "`"+v[3]+"`") {
+					fail("%s%s%q: docs/metrics.md names no such value of %s for %s", v[1], v[2], v[3], v[1], m[1])
 				}
 			}
 		}
