@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -414,4 +415,64 @@ func TestDeployQueries(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestDeployAccountVariable: the dashboard's account variable lists an
+// account as soon as it exists, before it has sent anything. It is read
+// with label_values, which lists only series Prometheus has; an account
+// that has not sent since the gateway started (idle, or disabled after a
+// restart, the one WamuxAccountDisabled points at) must still be there to
+// pick.
+func TestDeployAccountVariable(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "grafana", "wamux.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Templating struct {
+			List []struct {
+				Name       string `json:"name"`
+				Definition string `json:"definition"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatal(err)
+	}
+	source := ""
+	for _, v := range dash.Templating.List {
+		if v.Name == "account" {
+			m := labelValues.FindStringSubmatch(v.Definition)
+			if m == nil || m[2] != "account" {
+				t.Fatalf("account variable %q is not label_values(<metric>, account)", v.Definition)
+			}
+			source = m[1]
+		}
+	}
+	if source == "" {
+		t.Fatal("wamux.json has no account variable")
+	}
+	a := startApp(t)
+	var created map[string]any
+	doJSON(t, a, "POST", "/v1/accounts",
+		`{"id":"idle-1","phone_number_id":"106540352242933","access_token":"EAAGidleTOKEN0123456789","rate_per_sec":10}`, &created)
+	poll(t, 10*time.Second, func() error {
+		fams, err := a.Registry().Gather()
+		if err != nil {
+			return err
+		}
+		for _, f := range fams {
+			if f.GetName() != source {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "account" && l.GetValue() == "idle-1" {
+						return nil
+					}
+				}
+			}
+		}
+		return fmt.Errorf("%s, the account variable's source, has no series for a new account that has sent nothing", source)
+	})
 }
