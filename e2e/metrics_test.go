@@ -2,6 +2,8 @@ package e2e_test
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"regexp"
 	"slices"
 	"sort"
@@ -100,6 +102,64 @@ func TestDemoMetrics(t *testing.T) {
 				t.Errorf("/metrics has %s, which docs/metrics.md does not document", name)
 			}
 		}
+	}
+	checkLabelValues(t, d.url, docs)
+}
+
+// freeLabels take values docs/metrics.md describes rather than lists:
+// account ids, partition numbers, priorities (named in its introduction),
+// route patterns, status and error codes, histogram bounds.
+var freeLabels = []string{"account", "partition", "priority", "route", "code", "le"}
+
+var (
+	seriesLine = regexp.MustCompile(`^(wamux_[a-z0-9_]+)\{(.*)\} `)
+	labelPair  = regexp.MustCompile(`([a-z_]+)="((?:[^"\\]|\\.)*)"`)
+)
+
+// checkLabelValues: every value /metrics shows for a label with a fixed
+// set of values is one the metric's row in docs/metrics.md names, so that
+// an alert or a panel written from the docs matches what is exported.
+func checkLabelValues(t *testing.T, url string, docs map[string]docMetric) {
+	t.Helper()
+	res, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	n := 0
+	for _, line := range strings.Split(string(raw), "\n") {
+		m := seriesLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		name := m[1]
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			if base, ok := strings.CutSuffix(name, suffix); ok && docs[base].kind == "histogram" {
+				name = base
+			}
+		}
+		d, ok := docs[name]
+		if !ok {
+			continue // reported above
+		}
+		for _, l := range labelPair.FindAllStringSubmatch(m[2], -1) {
+			if slices.Contains(freeLabels, l[1]) || seen[name+l[1]+l[2]] {
+				continue
+			}
+			seen[name+l[1]+l[2]] = true
+			n++
+			if !strings.Contains(d.text, "`"+l[2]+"`") {
+				t.Errorf("/metrics has %s{%s=%q}; its row in docs/metrics.md does not name that value", name, l[1], l[2])
+			}
+		}
+	}
+	if n < 20 {
+		t.Fatalf("only %d label values checked", n)
 	}
 }
 
