@@ -97,3 +97,33 @@ func TestNewRecipientQueuedWhileEveryAccountCoolsDown(t *testing.T) {
 		t.Fatalf("new recipient during the cooldown: account %q, error %v; want queued on the cooling account", res[0].Message.AccountID, res[0].Err)
 	}
 }
+
+// TestAppRateLimitShowsInEveryAccountsStateGauge: an idle account of the
+// app that a code 4 paused shows it in wamux_account_state at once, as
+// the API and the dashboard (read from the limiter) do. Its worker had
+// nothing to do and was not woken, so the gauge kept saying active for
+// the whole pause.
+func TestAppRateLimitShowsInEveryAccountsStateGauge(t *testing.T) {
+	clk := newFakeClock()
+	to := "15556400011"
+	sp, wrap := newScripted(map[string]cloudapi.Result{
+		to: {Outcome: cloudapi.SlowDown, Code: 4, Delay: cloudapi.AppLimitDelay, HTTPStatus: 400, Reason: "4: Application request limit reached"},
+	})
+	e := newEnv(t, envOpts{clock: clk, provider: wrap})
+	e.addAccountWithToken("app1-a", "6411", "token-app1")
+	e.addAccountWithToken("app1-b", "6412", "token-app1")
+	m := textMsg(t, outbound.Request{AccountID: "app1-a", To: to})
+	e.submit(m)
+	waitFor(t, "the code 4 handled", 10*time.Second, func() bool {
+		return sp.callsTo(to) == 1 && e.status(m.ID) == wamux.StatusQueued
+	})
+	if lim := e.d.LimitState("app1-b"); lim.State != wamux.AccountCooldown {
+		t.Fatalf("app1-b is %s in the limiter; want cooldown", lim.State)
+	}
+	for _, id := range []string{"app1-a", "app1-b"} {
+		waitFor(t, id+" cooling down in wamux_account_state", 5*time.Second, func() bool {
+			return metric(t, e, "wamux_account_state", map[string]string{"account": id, "state": "cooldown"}) == 1 &&
+				metric(t, e, "wamux_account_state", map[string]string{"account": id, "state": "active"}) == 0
+		})
+	}
+}

@@ -412,6 +412,10 @@ func (d *Dispatcher) coolDownApp(from wamux.Account, until time.Time) {
 	for _, w := range peers {
 		started := d.limiter.CoolDown(w.id, until)
 		w.coolDown(d.limiter.Limit(w.id).CooldownUntil, started)
+		// An idle peer's loop would not run before its next message:
+		// woken, it shows the pause in wamux_account_state now and
+		// times the gauge's return to active at its end.
+		w.kick()
 	}
 }
 
