@@ -47,21 +47,20 @@ func (c *recordingClock) After(d time.Duration) <-chan time.Time {
 	return ch
 }
 
-func TestBackoffGrowsAndIsCapped(t *testing.T) {
-	t.Parallel()
-	const fails = 16
-	const base, limit = 10 * time.Millisecond, 80 * time.Millisecond
+// scriptedBackoff runs an agent whose gateway answers script before it
+// accepts, with the backoff base and cap given and a clock that records
+// every wait instead of sleeping. It checks that the receipts were stored
+// and that each of the len(script) waits was drawn from [0, min(base·2ⁿ,
+// limit)), and returns the agent and the waits.
+func scriptedBackoff(t *testing.T, name string, script []gwMode, base, limit time.Duration) (*Agent, []time.Duration) {
+	t.Helper()
 	g := newGateway(t)
-	script := make([]gwMode, fails)
-	for i := range script {
-		script[i] = gwFail
-	}
 	g.setMode(gwOK, script...)
 	clock := &recordingClock{}
 	a := newTestAgent(t, g, t.TempDir(), func(c *Config) {
 		c.BackoffBase, c.BackoffCap, c.Clock = base, limit, clock
 	})
-	rs := testReceipts("backoff", 3)
+	rs := testReceipts(name, 3)
 	reportAll(t, a, rs)
 	closeAgent(t, a)
 	g.wantStored(t, rs)
@@ -69,15 +68,28 @@ func TestBackoffGrowsAndIsCapped(t *testing.T) {
 	clock.mu.Lock()
 	delays := clock.delays
 	clock.mu.Unlock()
-	if len(delays) != fails {
-		t.Fatalf("%d backoff waits, want %d", len(delays), fails)
+	if len(delays) != len(script) {
+		t.Fatalf("%d backoff waits, want %d", len(delays), len(script))
 	}
-	var late time.Duration
 	for n, d := range delays {
-		ceil := min(base<<n, limit)
-		if d < 0 || d >= ceil {
+		if ceil := min(base<<n, limit); d < 0 || d >= ceil {
 			t.Errorf("wait %d = %s, want in [0, %s)", n, d, ceil)
 		}
+	}
+	return a, delays
+}
+
+func TestBackoffGrowsAndIsCapped(t *testing.T) {
+	t.Parallel()
+	const fails = 16
+	const base, limit = 10 * time.Millisecond, 80 * time.Millisecond
+	script := make([]gwMode, fails)
+	for i := range script {
+		script[i] = gwFail
+	}
+	a, delays := scriptedBackoff(t, "backoff", script, base, limit)
+	var late time.Duration
+	for n, d := range delays {
 		if n >= 4 {
 			late = max(late, d)
 		}

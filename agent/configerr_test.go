@@ -198,32 +198,11 @@ func TestConfigErrorBackoffIsCapped(t *testing.T) {
 	t.Parallel()
 	const refusals = 12
 	const base, limit = 10 * time.Millisecond, 40 * time.Millisecond
-	g := newGateway(t)
 	script := make([]gwMode, refusals)
 	for i := range script {
 		script[i] = []gwMode{gwForbidden, gwNoRoute, gwUnknownAccount}[i%3]
 	}
-	g.setMode(gwOK, script...)
-	clock := &recordingClock{}
-	a := newTestAgent(t, g, t.TempDir(), func(c *Config) {
-		c.BackoffBase, c.BackoffCap, c.Clock = base, limit, clock
-	})
-	rs := testReceipts("cfgbackoff", 3)
-	reportAll(t, a, rs)
-	closeAgent(t, a)
-	g.wantStored(t, rs)
-
-	clock.mu.Lock()
-	delays := clock.delays
-	clock.mu.Unlock()
-	if len(delays) != refusals {
-		t.Fatalf("%d backoff waits, want %d", len(delays), refusals)
-	}
-	for n, d := range delays {
-		if ceil := min(base<<n, limit); d < 0 || d >= ceil {
-			t.Errorf("wait %d = %s, want in [0, %s)", n, d, ceil)
-		}
-	}
+	a, _ := scriptedBackoff(t, "cfgbackoff", script, base, limit)
 	if st := a.Stats(); st.Retries != refusals || st.ConfigErrors != refusals || st.DeadLettered != 0 {
 		t.Errorf("Stats = %+v, want %d retries and config errors, nothing dead-lettered", st, refusals)
 	}
