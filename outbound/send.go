@@ -9,7 +9,6 @@ import (
 
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/provider/cloudapi"
-	"github.com/wamux/wamux/receipts"
 	"github.com/wamux/wamux/store"
 )
 
@@ -280,12 +279,12 @@ func (w *worker) applyEarlyStatus(ctx context.Context, msgID, wamid string) {
 	if !ok {
 		return
 	}
-	target, reason := receipts.MessageStatusFor(state)
+	target, reason := wamux.MessageStatusFor(state.Type, state.ErrorCode, "", cloudapi.PermanentCode)
 	if target == "" || target == wamux.StatusAccepted {
 		return
 	}
-	u := store.MessageUpdate{MsgID: msgID, From: receipts.ForwardFrom(target), Status: target,
-		LastError: receipts.LastErrorFor(target, reason)}
+	u := store.MessageUpdate{MsgID: msgID, From: wamux.ForwardFrom(target), Status: target,
+		LastError: wamux.LastErrorFor(target, reason)}
 	if _, err := w.d.store.UpdateMessage(ctx, u); err != nil {
 		w.d.log.Error("apply early status", "account_id", w.id, "msg_id", msgID, "err", err)
 	}

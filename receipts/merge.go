@@ -100,7 +100,7 @@ func Merge(cur *store.MessageState, r wamux.Receipt, now time.Time, lateWindow t
 	if r.Type.Version() == 0 {
 		return next, Ignore
 	}
-	if cur != nil && compare(r.Type, r.EventTime, r.ErrorCode, cur.Type, cur.EventTime, cur.ErrorCode) <= 0 {
+	if cur != nil && r.Rank().Compare(stateRank(cur)) <= 0 {
 		return next, Ignore
 	}
 	// The window is measured up to when r arrived (ReceivedAt), not to
@@ -124,20 +124,8 @@ func Merge(cur *store.MessageState, r wamux.Receipt, now time.Time, lateWindow t
 	}, Apply
 }
 
-// compare orders two receipts by (strength, event time, error code):
-// negative when a < b, zero when equal, positive when a > b.
-func compare(at wamux.ReceiptType, ae time.Time, ac int, bt wamux.ReceiptType, be time.Time, bc int) int {
-	if c := at.Version() - bt.Version(); c != 0 {
-		return c
-	}
-	if c := ae.Compare(be); c != 0 {
-		return c
-	}
-	switch {
-	case ac < bc:
-		return -1
-	case ac > bc:
-		return 1
-	}
-	return 0
+// stateRank is the state's place in the merge order: that of the receipt that
+// set it.
+func stateRank(s *store.MessageState) wamux.ReceiptRank {
+	return wamux.ReceiptRank{Type: s.Type, EventTime: s.EventTime, ErrorCode: s.ErrorCode}
 }

@@ -157,7 +157,7 @@ type IngestResult struct {
 // A status whose outbound message is not known yet (the send's response
 // has not been recorded) is not lost: its receipt and merged state are
 // stored under account and wamid, and the dispatcher applies
-// MessageStatusFor(state) when it records the wamid.
+// wamux.MessageStatusFor when it records the wamid.
 type Pipeline struct {
 	cfg Config
 	st  store.Store

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/receipts"
 	"github.com/wamux/wamux/settings"
 	"github.com/wamux/wamux/store"
@@ -201,14 +202,17 @@ func TestResolvesMessages(t *testing.T) {
 			if !ok {
 				t.Fatal("the status of a message not known yet was not kept")
 			}
-			if got, _ := receipts.MessageStatusFor(s); got != wamux.StatusRead {
+			if got, _ := wamux.MessageStatusFor(s.Type, s.ErrorCode, "", cloudapi.PermanentCode); got != wamux.StatusRead {
 				t.Fatalf("MessageStatusFor(kept state) = %q, want read", got)
 			}
 		})
 	}
 }
 
-func TestMessageStatusFor(t *testing.T) {
+// TestMessageStatusForProviderCodes: with the provider's classification,
+// a failure code that can never be delivered fails the message and any
+// other failure code leaves it accepted.
+func TestMessageStatusForProviderCodes(t *testing.T) {
 	for _, c := range []struct {
 		typ    wamux.ReceiptType
 		code   int
@@ -223,7 +227,7 @@ func TestMessageStatusFor(t *testing.T) {
 		{wamux.ReceiptFailed, 131000, wamux.StatusAccepted, true},
 		{"played", 0, "", false},
 	} {
-		got, reason := receipts.MessageStatusFor(store.MessageState{Type: c.typ, ErrorCode: c.code})
+		got, reason := wamux.MessageStatusFor(c.typ, c.code, "", cloudapi.PermanentCode)
 		if got != c.want || (reason != "") != c.reason {
 			t.Errorf("MessageStatusFor(%s, %d) = %q, %q; want %q, reason %v", c.typ, c.code, got, reason, c.want, c.reason)
 		}

@@ -223,7 +223,7 @@ func (p *Pipeline) lateWindow() time.Duration {
 //
 // The messages are looked up only once the states are stored. The
 // dispatcher, when it records the wamid of a send whose status came first,
-// stores the wamid and then reads the state (MessageStatusFor): with each
+// stores the wamid and then reads the state (wamux.MessageStatusFor): with each
 // side writing before it reads, at least one sees the other's write. A
 // lookup that overlapped the state write could miss the wamid while the
 // dispatcher's read missed the state, and the status would never reach

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"slices"
-	"strconv"
 	"sync"
 
 	"github.com/wamux/wamux"
@@ -14,98 +12,11 @@ import (
 	"github.com/wamux/wamux/store"
 )
 
-// MessageStatusFor maps the merged status of a provider message to the
-// status its outbound message should have, and the last error to record
-// with it. The pipeline applies it when a status arrives; the dispatcher
-// applies it when it records the wamid of an accepted send, because a
-// status may arrive before the send's response does (the state is stored
-// anyway, keyed by account and wamid, and waits there). Keeping the mapping
-// here means both sides agree.
-//
-//   - sent, delivered, read → the same message status;
-//   - failed with a permanent error code (the send classification's table:
-//     undeliverable, opted out, template problems, …) → failed, with the
-//     reason;
-//   - failed with any other code proves only that the provider accepted
-//     the message → accepted, with the reason as last error (this still
-//     resolves an unknown outcome: the message must not be resent);
-//   - anything else → "" (nothing to apply).
-func MessageStatusFor(state store.MessageState) (wamux.Status, string) {
-	return statusFor(state, "")
-}
-
+// statusFor is the message status a changed state moves its message to,
+// and the last error to record (wamux.MessageStatusFor); title is the
+// failure's title when the receipt that set the state carried one.
 func statusFor(state store.MessageState, title string) (wamux.Status, string) {
-	switch state.Type {
-	case wamux.ReceiptSent:
-		return wamux.StatusSent, ""
-	case wamux.ReceiptDelivered:
-		return wamux.StatusDelivered, ""
-	case wamux.ReceiptRead:
-		return wamux.StatusRead, ""
-	case wamux.ReceiptFailed:
-		reason := FailureReason(state.ErrorCode, title)
-		if PermanentCode(state.ErrorCode) {
-			return wamux.StatusFailed, reason
-		}
-		return wamux.StatusAccepted, reason
-	}
-	return "", ""
-}
-
-// LastErrorFor is the change a status applied to a message makes to its
-// last_error: the reason when there is one; cleared for delivered and read,
-// which prove arrival and override a failed status seen before (the failure
-// stays visible as the message's failed receipt time, so a last_error
-// naming it would only contradict the status); otherwise unchanged (nil).
-func LastErrorFor(target wamux.Status, reason string) *string {
-	switch {
-	case reason != "":
-		return &reason
-	case target == wamux.StatusDelivered || target == wamux.StatusRead:
-		cleared := ""
-		return &cleared
-	}
-	return nil
-}
-
-// FailureReason is the last error recorded for a failed status.
-func FailureReason(code int, title string) string {
-	if title == "" {
-		return "provider reported failure (code " + strconv.Itoa(code) + ")"
-	}
-	return "provider reported failure (code " + strconv.Itoa(code) + "): " + title
-}
-
-// PermanentCode reports whether a Meta error code on a failed status means
-// the message will never be delivered as it is. It asks the send
-// classification (provider/cloudapi), so a code has one meaning whether it
-// comes back from a send or in a webhook.
-func PermanentCode(code int) bool {
-	body, _ := json.Marshal(map[string]any{"error": map[string]any{"code": code}})
-	return cloudapi.Classify(http.StatusBadRequest, body, nil, nil).Outcome == cloudapi.Permanent
-}
-
-// ForwardFrom lists the message statuses a status may replace: statuses
-// only move forward (accepted < sent < delivered < read), failed replaces
-// accepted and sent but never delivered or read, and a message whose send
-// is still unanswered (sending) or ambiguous (unknown) is resolved by any
-// status, since a status proves the provider accepted it.
-func ForwardFrom(target wamux.Status) []wamux.Status {
-	pending := []wamux.Status{wamux.StatusSending, wamux.StatusUnknown}
-	switch target {
-	case wamux.StatusAccepted:
-		return pending
-	case wamux.StatusSent:
-		return append(pending, wamux.StatusAccepted)
-	case wamux.StatusFailed:
-		return append(pending, wamux.StatusAccepted, wamux.StatusSent)
-	case wamux.StatusDelivered:
-		// delivered is proof of arrival and beats an earlier failed.
-		return append(pending, wamux.StatusAccepted, wamux.StatusSent, wamux.StatusFailed)
-	case wamux.StatusRead:
-		return append(pending, wamux.StatusAccepted, wamux.StatusSent, wamux.StatusFailed, wamux.StatusDelivered)
-	}
-	return nil
+	return wamux.MessageStatusFor(state.Type, state.ErrorCode, title, cloudapi.PermanentCode)
 }
 
 // adoptable lists the statuses of a message without a wamid that a status
@@ -202,7 +113,7 @@ func (p *Pipeline) resolve(ctx context.Context, rs []*resolution) error {
 			continue
 		}
 		if !adopt {
-			if from = ForwardFrom(target); !slices.Contains(from, m.Status) {
+			if from = wamux.ForwardFrom(target); !slices.Contains(from, m.Status) {
 				p.m.resolved.WithLabelValues("stale").Inc()
 				continue
 			}
@@ -211,7 +122,7 @@ func (p *Pipeline) resolve(ctx context.Context, rs []*resolution) error {
 		if adopt {
 			u.WAMID = r.state.MessageID
 		}
-		u.LastError = LastErrorFor(target, reason)
+		u.LastError = wamux.LastErrorFor(target, reason)
 		updates = append(updates, u)
 		srcs = append(srcs, r)
 	}
