@@ -1,0 +1,42 @@
+// Package testwait waits, in tests, for a condition that another goroutine
+// or process brings about when nothing signals it: it polls, and fails the
+// test with a message once a deadline passes.
+package testwait
+
+import (
+	"testing"
+	"time"
+)
+
+// interval is how often a condition is polled.
+const interval = 5 * time.Millisecond
+
+// For polls cond until it returns true. If within passes first, it fails t
+// with "timed out after <within> waiting for <what>".
+func For(t testing.TB, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(interval)
+	}
+}
+
+// ForNil polls check until it returns nil. If within passes first, it fails
+// t with the last error check returned, which says what was still wrong.
+func ForNil(t testing.TB, within time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s: %v", within, err)
+		}
+		time.Sleep(interval)
+	}
+}
