@@ -3,7 +3,6 @@ package wamux
 import (
 	"errors"
 	"fmt"
-	"net/http"
 )
 
 // Domain error codes. They are what a client sees in
@@ -61,33 +60,4 @@ func ErrorMessage(err error) string {
 		return e.Message
 	}
 	return "internal error"
-}
-
-// HTTPStatus is the single mapping from domain codes to HTTP statuses.
-func HTTPStatus(code string) int {
-	switch code {
-	case EInvalid:
-		return http.StatusBadRequest
-	case EUnauthorized:
-		return http.StatusUnauthorized
-	case EForbidden:
-		return http.StatusForbidden
-	case ENotFound:
-		return http.StatusNotFound
-	case EConflict:
-		return http.StatusConflict
-	case ETooLarge:
-		return http.StatusRequestEntityTooLarge
-	case EUnavailable:
-		return http.StatusServiceUnavailable
-	case ENotAllowed:
-		return http.StatusMethodNotAllowed
-	case EUnsupported:
-		return http.StatusUnsupportedMediaType
-	case ERateLimited:
-		return http.StatusTooManyRequests
-	case ENotImplement:
-		return http.StatusNotImplemented
-	}
-	return http.StatusInternalServerError
 }

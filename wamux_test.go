@@ -77,16 +77,7 @@ func TestReceiptVersionOrder(t *testing.T) {
 	}
 }
 
-func TestErrorMapping(t *testing.T) {
-	cases := map[string]int{
-		wamux.EInvalid: 400, wamux.EUnauthorized: 401, wamux.ENotFound: 404, wamux.EConflict: 409,
-		wamux.ETooLarge: 413, wamux.EUnavailable: 503, wamux.EInternal: 500, "something-else": 500,
-	}
-	for code, want := range cases {
-		if got := wamux.HTTPStatus(code); got != want {
-			t.Errorf("HTTPStatus(%s) = %d, want %d", code, got, want)
-		}
-	}
+func TestErrorCodes(t *testing.T) {
 	wrapped := fmt.Errorf("create account: %w", wamux.Errorf(wamux.EConflict, "account %s exists", "a"))
 	if wamux.ErrorCode(wrapped) != wamux.EConflict || wamux.ErrorMessage(wrapped) != "account a exists" {
 		t.Fatalf("wrapped domain error lost: %s / %s", wamux.ErrorCode(wrapped), wamux.ErrorMessage(wrapped))

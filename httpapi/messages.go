@@ -39,7 +39,7 @@ type submitResponse struct {
 func resultView(r *http.Request, res outbound.SubmitResult) submitResponse {
 	if res.Err != nil {
 		code := wamux.ErrorCode(res.Err)
-		return submitResponse{Error: &errorBody{Code: code, Message: wamux.ErrorMessage(res.Err)}, status: wamux.HTTPStatus(code)}
+		return submitResponse{Error: &errorBody{Code: code, Message: wamux.ErrorMessage(res.Err)}, status: httpStatus(code)}
 	}
 	v := submitResponse{MsgID: res.Message.ID, Status: string(res.Message.Status), AccountID: res.Message.AccountID, status: http.StatusAccepted}
 	if res.Duplicate {

@@ -39,7 +39,7 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if code == wamux.EInternal && unavailable(err) {
 		code, msg = wamux.EUnavailable, "a dependency does not answer; retry later"
 	}
-	writeJSON(w, wamux.HTTPStatus(code), map[string]errorBody{
+	writeJSON(w, httpStatus(code), map[string]errorBody{
 		"error": {Code: code, Message: msg, RequestID: requestID(r.Context())},
 	})
 }

@@ -218,8 +218,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
-// writeError answers /sim errors in the gateway's own shape.
+// writeError answers /sim errors in the gateway's own shape. The
+// simulator's own errors are bad input and unknown numbers.
 func writeError(w http.ResponseWriter, err error) {
 	code := wamux.ErrorCode(err)
-	writeJSON(w, wamux.HTTPStatus(code), map[string]any{"error": map[string]string{"code": code, "message": wamux.ErrorMessage(err)}})
+	status := http.StatusInternalServerError
+	switch code {
+	case wamux.EInvalid:
+		status = http.StatusBadRequest
+	case wamux.ENotFound:
+		status = http.StatusNotFound
+	}
+	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": wamux.ErrorMessage(err)}})
 }
