@@ -12,7 +12,6 @@ import (
 	"github.com/wamux/wamux/outbound"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/sim"
-	"github.com/wamux/wamux/store"
 )
 
 // TestLateStatusResolvesThrottledResend: Meta accepted a message but
@@ -66,13 +65,11 @@ func TestLateStatusResolvesThrottledResend(t *testing.T) {
 				t.Fatalf("simulator accepted %+v, want the first send only", first)
 			}
 			open()
-			key := store.StateKey{AccountID: "acc", MessageID: first[0].WAMID}
-			waitFor(t, "the first send's delivered status processed", 10*time.Second, func() bool {
-				states, err := e.store.GetStates(context.Background(), []store.StateKey{key})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return states[key].Type == wamux.ReceiptDelivered
+			// The delivered state alone may be stored before the sent
+			// status that carries the msg_id has come: wait for the
+			// message itself.
+			waitFor(t, "the first send's statuses resolve the message", 10*time.Second, func() bool {
+				return e.status(m.ID) == wamux.StatusDelivered
 			})
 			// Let the throttle's wait and any cooldown pass, until the
 			// message is resolved or sent again.
