@@ -78,6 +78,8 @@ type Dispatcher struct {
 	pairs    *ratelimit.PairLimiter
 	maxIn    int
 
+	// Lock order: routeMu, then mu, then a worker's mu. A worker's
+	// cooldownMu is taken with none of them held.
 	routeMu sync.Mutex // one routing decision at a time: first messages to one recipient agree
 	// transit counts, per recipient, the messages routed by a Submit that
 	// has not yet handed them to their worker (guarded by routeMu): an
@@ -191,8 +193,7 @@ func (d *Dispatcher) settingsChanged(old, next settings.Values) {
 // that process died: their outcome is unknown, so they go to compensation,
 // never straight to a resend.
 func (d *Dispatcher) Start(ctx context.Context) error {
-	// routeMu before mu, as route takes them: no recipient is routed
-	// before repairOwners has run.
+	// No recipient is routed before repairOwners has run.
 	d.routeMu.Lock()
 	defer d.routeMu.Unlock()
 	d.mu.Lock()

@@ -7,23 +7,57 @@ import (
 	"github.com/wamux/wamux"
 )
 
+// itemState is where a queued message stands between two attempts. The
+// legal moves are the methods below; a message leaves every state when
+// it is finished (accepted, failed, resolved, moved) and leaves the queue.
+//
+//	queued  --outcome unknown-->  unknown
+//	unknown --no status found-->  resend
+//	resend  --outcome unknown-->  unknown
+//	resend  --refused (requeue)-> unknown
+type itemState uint8
+
+const (
+	// itemQueued: stored queued (or waiting_seq); the next attempt sends it.
+	itemQueued itemState = iota
+	// itemUnknown: stored unknown; before anything else the compensator
+	// looks for a status that resolves it.
+	itemUnknown
+	// itemResend: stored unknown; the compensator found no status, so the
+	// next attempt resends the same msg_id and counts as a resend.
+	itemResend
+)
+
+func (s itemState) String() string {
+	switch s {
+	case itemQueued:
+		return "queued"
+	case itemUnknown:
+		return "unknown"
+	case itemResend:
+		return "resend"
+	}
+	return "invalid"
+}
+
+// stored is the status the store holds for a message in this state.
+func (s itemState) stored() wamux.Status {
+	if s == itemQueued {
+		return wamux.StatusQueued
+	}
+	return wamux.StatusUnknown
+}
+
 // item is one message in an account queue.
 type item struct {
 	msg      wamux.Message
 	enqueued time.Time
+	state    itemState
 	// retries counts attempts that count against max_attempts: certain
 	// failures and unknown outcomes, not throttles (those are the
 	// account's fault, not the message's). The message's stored attempts
 	// keep the same count, so restore starts from it.
 	retries int
-	// unknown: the last attempt's outcome is unknown; before anything else
-	// the compensator must look for a status that resolves it.
-	unknown bool
-	// resend: the compensator found nothing; the next attempt resends the
-	// same msg_id and is counted as a resend. A resend the provider
-	// refuses (a throttle, a disable) is of unknown outcome again and goes
-	// back to the compensator (requeue).
-	resend bool
 	// resendCounted: the resend of the current unknown outcome is in
 	// wamux_resends_total; one refused and decided again is not counted
 	// again.
@@ -41,6 +75,25 @@ type item struct {
 	// maybeSending: the last write marking it sending failed, perhaps
 	// after committing; the next attempt accepts sending as its start.
 	maybeSending bool
+}
+
+// outcomeUnknown: an attempt (first send or resend) got no answer that
+// tells whether the provider has the message.
+func (it *item) outcomeUnknown() {
+	it.state, it.resendCounted = itemUnknown, false
+}
+
+// decideResend: the compensator found no status for an unknown outcome.
+func (it *item) decideResend() {
+	it.state = itemResend
+	it.compSince, it.compMark = time.Time{}, 0
+}
+
+// resendRefused: the provider refused a resend (throttle, cooldown,
+// disable) without taking it. The first send's outcome is as unknown as
+// before, so the compensator decides again; the resend stays counted.
+func (it *item) resendRefused() {
+	it.state = itemUnknown
 }
 
 // recipient is the FIFO of one recipient's messages in one account. At most

@@ -358,7 +358,7 @@ func movable(r *recipient) bool {
 		return false
 	}
 	for _, it := range r.msgs {
-		if it.unknown || it.resend || !routed(it.msg) {
+		if it.state != itemQueued || !routed(it.msg) {
 			return false
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/provider/cloudapi"
+	"github.com/wamux/wamux/settings"
 	"github.com/wamux/wamux/store"
 )
 
@@ -42,9 +43,27 @@ func (w *worker) markedSending(msgID string) bool {
 // message is recorded as sending before the call, so a crash during the
 // call leaves evidence that its outcome is unknown.
 func (w *worker) send(it *item) (action, time.Duration) {
-	d := w.d
+	if act, delay, ok := w.markSending(it); !ok {
+		return act, delay
+	}
+	if it.state == itemResend && !it.resendCounted {
+		// Once per unknown outcome: a resend refused (requeue) and
+		// decided again is the same resend.
+		w.d.metrics.resends.WithLabelValues(w.id, "resent").Inc()
+		it.resendCounted = true
+	}
+	acct := w.snapshotAccount()
+	res := w.d.provider.Send(w.d.sendCtx, cloudapi.DestinationOf(acct), it.msg)
+	w.d.metrics.sends.WithLabelValues(w.id, res.Outcome.String()).Inc()
+	return w.onResult(it, acct, res)
+}
+
+// markSending stores the message as sending and counts the attempt; ok
+// is false when the provider must not be called now, with what to do
+// instead.
+func (w *worker) markSending(it *item) (act action, delay time.Duration, ok bool) {
 	from := []wamux.Status{wamux.StatusQueued, wamux.StatusWaitingSeq}
-	if it.resend {
+	if it.state == itemResend {
 		from = []wamux.Status{wamux.StatusUnknown}
 	}
 	attempt := 1
@@ -58,121 +77,144 @@ func (w *worker) send(it *item) (action, time.Duration) {
 		}
 	}
 	ctx, cancel := bg()
-	ok, err := d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: it.msg.ID, From: from, Status: wamux.StatusSending, AttemptsDelta: attempt})
+	updated, err := w.d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: it.msg.ID, From: from, Status: wamux.StatusSending, AttemptsDelta: attempt})
 	cancel()
 	if err != nil {
-		d.log.Error("store sending status", "account_id", w.id, "msg_id", it.msg.ID, "err", err)
+		w.d.log.Error("store sending status", "account_id", w.id, "msg_id", it.msg.ID, "err", err)
 		it.maybeSending = true
-		return actRetry, time.Second
+		return actRetry, time.Second, false
 	}
 	it.maybeSending = false
-	if !ok {
+	if !updated {
 		// Someone else moved it on (a status resolved it, an operator
 		// dropped it): nothing to send.
-		return actDone, 0
+		return actDone, 0, false
 	}
-	if it.resend && !it.resendCounted {
-		// Once per unknown outcome: a resend refused (requeue) and
-		// decided again is the same resend.
-		d.metrics.resends.WithLabelValues(w.id, "resent").Inc()
-		it.resendCounted = true
-	}
-	acct := w.snapshotAccount()
-	res := d.provider.Send(d.sendCtx, cloudapi.DestinationOf(acct), it.msg)
-	d.metrics.sends.WithLabelValues(w.id, res.Outcome.String()).Inc()
-	if res.Outcome == cloudapi.Accepted || res.Outcome == cloudapi.Permanent {
-		it.resend = false
-	}
-	s := d.settings.Current()
-	now := d.clock.Now()
-	reason := res.Reason
+	return 0, 0, true
+}
+
+// onResult records what the provider answered and says what becomes of
+// the recipient.
+func (w *worker) onResult(it *item, acct wamux.Account, res cloudapi.Result) (action, time.Duration) {
+	s := w.d.settings.Current()
+	now := w.d.clock.Now()
 	switch res.Outcome {
 	case cloudapi.Accepted:
-		// Counted before the status is written: whoever sees the
-		// message accepted sees it counted too.
-		d.metrics.acceptLatency.WithLabelValues(it.msg.Priority.String()).Observe(now.Sub(it.msg.CreatedAt).Seconds())
-		if res.Paced() {
-			// Accepted all the same, and resolved by its statuses as any
-			// message; but they come only when Meta ends the hold, or
-			// never when it drops the message, which only this shows.
-			d.metrics.paced.WithLabelValues(w.id).Inc()
-			d.log.Info("send paced by the provider: held for quality assessment, its statuses may come late or never",
-				"account_id", w.id, "msg_id", it.msg.ID, "wamid", res.WAMID)
-		}
-		w.finish(it, wamux.StatusAccepted, res.WAMID, nil)
+		w.accepted(it, res, now)
 		return actDone, 0
-
 	case cloudapi.Permanent:
+		reason := res.Reason
 		w.finish(it, wamux.StatusFailed, "", &reason)
 		return actDone, 0
-
 	case cloudapi.Retry:
-		it.retries++
-		if it.retries >= s.MaxAttempts {
-			why := fmt.Sprintf("gave up after %d attempts: %s", it.retries, reason)
-			w.finish(it, wamux.StatusFailed, "", &why)
-			return actDone, 0
-		}
-		d.metrics.retries.WithLabelValues(w.id, "retry").Inc()
-		w.requeue(it, reason, 0)
-		return actRetry, max(res.Delay, backoff(s.BackoffBase, s.BackoffCap, it.retries))
-
+		return w.retryLater(it, res, s)
 	case cloudapi.SlowDown:
-		d.metrics.throttled.WithLabelValues(w.id, throttleCodeLabel(res.Code)).Inc()
-		d.metrics.retries.WithLabelValues(w.id, "throttled").Inc()
-		lim, started := d.limiter.Throttle(w.id)
-		if res.Delay > cloudapi.ThroughputDelay {
-			// 4 (app), 80007 (WABA) or a Retry-After: the wait is the
-			// account's, not only this recipient's.
-			started = d.limiter.CoolDown(w.id, now.Add(res.Delay)) || started
-			lim = d.limiter.Limit(w.id)
-			if res.Code == cloudapi.AppRateLimitCode {
-				d.coolDownApp(acct, now.Add(res.Delay))
-			}
-		}
-		if lim.State == wamux.AccountCooldown {
-			w.coolDown(lim.CooldownUntil, started)
-		}
-		w.requeue(it, reason, -1)
-		return actRetry, max(res.Delay, s.BackoffBase)
-
+		return w.throttled(it, acct, res, s, now)
 	case cloudapi.PairLimit:
-		d.metrics.throttled.WithLabelValues(w.id, throttleCodeLabel(res.Code)).Inc()
-		d.metrics.retries.WithLabelValues(w.id, "pair_limit").Inc()
-		d.pairs.OnPairLimited(w.id, it.msg.To)
-		w.requeue(it, reason, -1)
-		// Meta's advice for 131056: wait 4^X seconds, X the hits so far.
-		delay := max(res.Delay, s.PairInterval, cloudapi.PairBackoff(it.pairHits))
-		it.pairHits++
-		return actRetry, delay
-
+		return w.pairLimited(it, res, s)
 	case cloudapi.Cooldown:
-		started := d.limiter.CoolDown(w.id, now.Add(max(res.Delay, s.CooldownMin)))
-		// A longer cooldown already running is kept, and stored.
-		until := d.limiter.Limit(w.id).CooldownUntil
-		w.coolDown(until, started)
-		d.metrics.retries.WithLabelValues(w.id, "cooldown").Inc()
-		w.requeue(it, reason, -1)
-		return actRetry, until.Sub(now)
-
+		return w.cooledDown(it, res, s, now)
 	case cloudapi.Disable:
-		w.disable(reason)
-		w.requeue(it, reason, -1)
+		w.disable(res.Reason)
+		w.requeue(it, res.Reason, -1)
 		return actRetry, 0
-
 	default: // cloudapi.Unknown
-		if res.Overloaded {
-			w.slowDown(res)
-		}
-		it.retries++
-		why := "outcome unknown: " + reason
-		if _, err := w.record(store.MessageUpdate{MsgID: it.msg.ID, From: []wamux.Status{wamux.StatusSending},
-			Status: wamux.StatusUnknown, LastError: &why}); err != nil {
-			d.log.Error("store unknown status", "account_id", w.id, "msg_id", it.msg.ID, "err", err)
-		}
-		it.unknown, it.resend, it.resendCounted = true, false, false
-		return actRetry, s.QuietPeriod
+		return w.unknownOutcome(it, res, s)
 	}
+}
+
+// accepted records a message the provider took.
+func (w *worker) accepted(it *item, res cloudapi.Result, now time.Time) {
+	d := w.d
+	// Counted before the status is written: whoever sees the message
+	// accepted sees it counted too.
+	d.metrics.acceptLatency.WithLabelValues(it.msg.Priority.String()).Observe(now.Sub(it.msg.CreatedAt).Seconds())
+	if res.Paced() {
+		// Accepted all the same, and resolved by its statuses as any
+		// message; but they come only when Meta ends the hold, or never
+		// when it drops the message, which only this shows.
+		d.metrics.paced.WithLabelValues(w.id).Inc()
+		d.log.Info("send paced by the provider: held for quality assessment, its statuses may come late or never",
+			"account_id", w.id, "msg_id", it.msg.ID, "wamid", res.WAMID)
+	}
+	w.finish(it, wamux.StatusAccepted, res.WAMID, nil)
+}
+
+// retryLater counts a retryable failure against max_attempts and backs
+// off, or fails the message once the attempts are used up.
+func (w *worker) retryLater(it *item, res cloudapi.Result, s settings.Values) (action, time.Duration) {
+	it.retries++
+	if it.retries >= s.MaxAttempts {
+		why := fmt.Sprintf("gave up after %d attempts: %s", it.retries, res.Reason)
+		w.finish(it, wamux.StatusFailed, "", &why)
+		return actDone, 0
+	}
+	w.d.metrics.retries.WithLabelValues(w.id, "retry").Inc()
+	w.requeue(it, res.Reason, 0)
+	return actRetry, max(res.Delay, backoff(s.BackoffBase, s.BackoffCap, it.retries))
+}
+
+// throttled slows the account down after a rate-limit answer; a long
+// wait (code 4, 80007, a Retry-After) pauses the whole account, and a
+// code 4 every account of the app.
+func (w *worker) throttled(it *item, acct wamux.Account, res cloudapi.Result, s settings.Values, now time.Time) (action, time.Duration) {
+	d := w.d
+	d.metrics.throttled.WithLabelValues(w.id, throttleCodeLabel(res.Code)).Inc()
+	d.metrics.retries.WithLabelValues(w.id, "throttled").Inc()
+	lim, started := d.limiter.Throttle(w.id)
+	if res.Delay > cloudapi.ThroughputDelay {
+		started = d.limiter.CoolDown(w.id, now.Add(res.Delay)) || started
+		lim = d.limiter.Limit(w.id)
+		if res.Code == cloudapi.AppRateLimitCode {
+			d.coolDownApp(acct, now.Add(res.Delay))
+		}
+	}
+	if lim.State == wamux.AccountCooldown {
+		w.coolDown(lim.CooldownUntil, started)
+	}
+	w.requeue(it, res.Reason, -1)
+	return actRetry, max(res.Delay, s.BackoffBase)
+}
+
+// pairLimited holds back the recipient after a 131056 answer.
+func (w *worker) pairLimited(it *item, res cloudapi.Result, s settings.Values) (action, time.Duration) {
+	d := w.d
+	d.metrics.throttled.WithLabelValues(w.id, throttleCodeLabel(res.Code)).Inc()
+	d.metrics.retries.WithLabelValues(w.id, "pair_limit").Inc()
+	d.pairs.OnPairLimited(w.id, it.msg.To)
+	w.requeue(it, res.Reason, -1)
+	// Meta's advice for 131056: wait 4^X seconds, X the hits so far.
+	delay := max(res.Delay, s.PairInterval, cloudapi.PairBackoff(it.pairHits))
+	it.pairHits++
+	return actRetry, delay
+}
+
+// cooledDown pauses the account for at least cooldown_min.
+func (w *worker) cooledDown(it *item, res cloudapi.Result, s settings.Values, now time.Time) (action, time.Duration) {
+	d := w.d
+	started := d.limiter.CoolDown(w.id, now.Add(max(res.Delay, s.CooldownMin)))
+	// A longer cooldown already running is kept, and stored.
+	until := d.limiter.Limit(w.id).CooldownUntil
+	w.coolDown(until, started)
+	d.metrics.retries.WithLabelValues(w.id, "cooldown").Inc()
+	w.requeue(it, res.Reason, -1)
+	return actRetry, until.Sub(now)
+}
+
+// unknownOutcome stores the message as unknown; the compensator looks
+// for a status after the quiet period.
+func (w *worker) unknownOutcome(it *item, res cloudapi.Result, s settings.Values) (action, time.Duration) {
+	if res.Overloaded {
+		w.slowDown(res)
+	}
+	it.retries++
+	why := "outcome unknown: " + res.Reason
+	if _, err := w.record(store.MessageUpdate{MsgID: it.msg.ID, From: []wamux.Status{wamux.StatusSending},
+		Status: wamux.StatusUnknown, LastError: &why}); err != nil {
+		w.d.log.Error("store unknown status", "account_id", w.id, "msg_id", it.msg.ID, "err", err)
+	}
+	it.outcomeUnknown()
+	return actRetry, s.QuietPeriod
 }
 
 // slowDown lowers the account's rate after an answer saying the provider
@@ -231,8 +273,7 @@ func (w *worker) compensate(it *item) (action, time.Duration) {
 		}
 		return actDone, 0
 	}
-	it.unknown, it.resend = false, true
-	it.compSince, it.compMark = time.Time{}, 0
+	it.decideResend()
 	return actRetry, 0
 }
 
@@ -307,11 +348,10 @@ func (w *worker) applyEarlyStatus(ctx context.Context, msgID, wamid string) {
 // a status again, and for statuses received but not yet processed,
 // before it resends.
 func (w *worker) requeue(it *item, reason string, attemptsDelta int) {
-	back := wamux.StatusQueued
-	if it.resend {
-		back = wamux.StatusUnknown
-		it.unknown, it.resend = true, false
+	if it.state == itemResend {
+		it.resendRefused()
 	}
+	back := it.state.stored()
 	if _, err := w.record(store.MessageUpdate{MsgID: it.msg.ID, From: []wamux.Status{wamux.StatusSending},
 		Status: back, LastError: &reason, AttemptsDelta: attemptsDelta}); err != nil {
 		w.d.log.Error("store requeue", "account_id", w.id, "msg_id", it.msg.ID, "err", err)

@@ -228,11 +228,11 @@ func (w *worker) restore(ctx context.Context) error {
 		// on from there instead of starting again at every restart.
 		it := &item{msg: m, enqueued: m.CreatedAt, retries: m.Attempts}
 		if m.Status == wamux.StatusUnknown {
-			it.unknown, it.counted = true, true
+			it.state, it.counted = itemUnknown, true
 			w.unknownN++
 		}
 		w.q.push(it, now)
-		if it.unknown {
+		if it.state == itemUnknown {
 			// Give the provider's status webhooks the quiet period to
 			// resolve it before the compensator looks.
 			r := w.q.byTo[m.To]
@@ -591,11 +591,10 @@ func (w *worker) dispatch() time.Time {
 			}
 			r := w.q.ready[p][0]
 			it := r.head()
-			// An item whose outcome was unknown (unknown, or resend decided by
-			// the compensator) is in status unknown, not queued: shedding
-			// could not record it and would lose it. Its fate is decided
-			// by compensation and the resend.
-			if it.msg.Priority == wamux.P2 && !it.unknown && !it.resend && now.Sub(it.enqueued) > s.P2MaxAge {
+			// Only a queued item may be shed: one of unknown outcome
+			// (unknown or resend) is stored unknown, which shedding
+			// cannot record; compensation decides it.
+			if it.msg.Priority == wamux.P2 && it.state == itemQueued && now.Sub(it.enqueued) > s.P2MaxAge {
 				w.q.popReady(p)
 				r.pop()
 				w.q.removed(it)
@@ -603,7 +602,7 @@ func (w *worker) dispatch() time.Time {
 				w.q.schedule(r, now)
 				continue
 			}
-			if it.unknown {
+			if it.state == itemUnknown {
 				w.q.popReady(p)
 				w.launch(r, it, w.compensate)
 				continue
@@ -648,7 +647,7 @@ func (w *worker) compensateDisabled() {
 	for p := range w.q.ready {
 		kept := w.q.ready[p][:0]
 		for _, r := range w.q.ready[p] {
-			if it := r.head(); it.unknown && w.inflight < w.d.maxIn {
+			if it := r.head(); it.state == itemUnknown && w.inflight < w.d.maxIn {
 				w.launch(r, it, w.compensate)
 				continue
 			}
@@ -676,7 +675,7 @@ func (w *worker) complete(c completion) {
 	c.r.inflight = false
 	// The attempt ran on its own goroutine; the count is kept here, where
 	// the item is seen again after it.
-	if unknown := c.it.unknown && c.act == actRetry; unknown != c.it.counted {
+	if unknown := c.it.state == itemUnknown && c.act == actRetry; unknown != c.it.counted {
 		c.it.counted = unknown
 		if unknown {
 			w.unknownN++
