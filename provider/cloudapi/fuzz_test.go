@@ -84,9 +84,11 @@ func FuzzVerifySignature(f *testing.F) {
 	})
 }
 
-// FuzzParseWebhookMatchesStdlib: ParseWebhook (goccy/go-json) accepts
-// exactly the bodies encoding/json accepts into a Webhook, and decodes them
-// to the same value, so swapping the decoder changed no answer.
+// FuzzParseWebhookMatchesStdlib: ParseWebhook accepts exactly the bodies
+// encoding/json decodes into a Webhook, to the same value, and those it
+// refuses only when ParseWebhookByChange refuses them too. Its seeds cover
+// where JSON decoders differ: invalid UTF-8, duplicate keys, numbers out of
+// range, nulls, case-insensitive keys and trailing data.
 func FuzzParseWebhookMatchesStdlib(f *testing.F) {
 	f.Add([]byte(twoStatuses))
 	f.Add([]byte(`{"object":"whatsapp_business_account","entry":[{"changes":[{"value":{"errors":[{"code":1}]}}]}]}`))
@@ -109,6 +111,26 @@ func FuzzParseWebhookMatchesStdlib(f *testing.F) {
 		`"messages":[{"id":"in","timestamp":2}],"errors":[{"code":"1"}],"contacts":[{"wa_id":1}]}}]}]}`))
 	f.Add([]byte(`{"object":"whatsapp_business_account","entry":[{"changes":[{"field":"account_update","value":{"errors":{"code":1}}},` +
 		`{"field":"messages","value":{"statuses":[{"id":"wamid.x","status":"sent","timestamp":"1"}]}}]}]}`))
+	// Duplicate keys: the last wins, objects are merged.
+	f.Add([]byte(`{"object":"a","object":"b","entry":[{"id":"1"}],"entry":[{"changes":[]}]}`))
+	f.Add([]byte(`{"entry":[{"changes":[{"value":{"metadata":{"phone_number_id":"p"},"metadata":{"display_phone_number":"d"}}}]}]}`))
+	// Numbers too big or not integral for an int, in a known field.
+	f.Add([]byte(`{"entry":[{"changes":[{"value":{"errors":[{"code":99999999999999999999}]}}]}]}`))
+	f.Add([]byte(`{"entry":[{"changes":[{"value":{"errors":[{"code":1e400}]}}]}]}`))
+	f.Add([]byte(`{"entry":[{"changes":[{"value":{"errors":[{"code":-0},{"code":1E2},{"code":-9223372036854775809}]}}]}]}`))
+	f.Add([]byte(`{"extra":123456789012345678901234567890e99999,"object":"o"}`))
+	// Nulls at every level.
+	f.Add([]byte(`{"object":null,"entry":[null,{"id":null,"changes":[null,{"field":null,"value":null}]}]}`))
+	f.Add([]byte(`{"entry":[{"changes":[{"value":{"statuses":[{"id":"w","conversation":null,"pricing":{"billable":null},"errors":null}]}}]}]}`))
+	// Keys matched case-insensitively, with Unicode folding (ſ, K) and escapes.
+	f.Add([]byte(`{"OBJECT":"o","Entry":[{"Changes":[{"FIELD":"messages","VALUE":{"ſtatuſes":[{"ID":"w","STATUS":"sent"}]}}]}]}`))
+	f.Add([]byte(`{"objec\u0074":"o","\u0065ntry":[{"changes":[{"value":{"statuses":[{"id":"\ud800"}]}}]}]}`))
+	f.Add([]byte("{\"object\":\"\xed\xa0\x80\xc0\xaf\",\"entry\":[{\"id\":\"\xf4\x90\x80\x80\"}]}"))
+	f.Add([]byte("{\"obj\xffect\":\"o\"}"))
+	// Trailing data, whitespace and truncation.
+	f.Add([]byte(" \t\r\n{\"object\":\"o\"}\n"))
+	f.Add([]byte(`{"object":"o"`))
+	f.Add([]byte(`{"object":"o"}]`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var want cloudapi.Webhook
 		stdErr := json.Unmarshal(body, &want)
