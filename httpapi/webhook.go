@@ -169,42 +169,6 @@ type normalized struct {
 // dead letters. It is pure but for lookup, so it can be fuzzed.
 func normalizeWebhook(hook *cloudapi.Webhook, lookup func(phoneID string) (string, bool, error), now time.Time) (normalized, error) {
 	n := normalized{dead: map[string][]store.DeadLetter{}}
-	dead := func(reason, account, why string, v any) {
-		payload, _ := json.Marshal(v)
-		n.dead[reason] = append(n.dead[reason], store.DeadLetter{Source: "webhook", AccountID: account, Reason: why, Payload: payload})
-	}
-	// What a dead letter keeps of a value whose number has no account:
-	// enough to replay its statuses and find its messages once the account
-	// exists (Meta does not redeliver what was answered 200), and no user's
-	// phone number or text.
-	type unknownStatus struct {
-		ID           string `json:"id"`
-		Status       string `json:"status"`
-		Timestamp    string `json:"timestamp"`
-		CallbackData string `json:"biz_opaque_callback_data,omitempty"`
-		ErrorCode    int    `json:"error_code,omitempty"`
-		ErrorTitle   string `json:"error_title,omitempty"`
-	}
-	type unknownMessage struct {
-		ID        string `json:"id"`
-		Type      string `json:"type"`
-		Timestamp string `json:"timestamp"`
-	}
-	type unknownError struct {
-		Code  int    `json:"code"`
-		Title string `json:"title,omitempty"`
-	}
-	type unknownItem struct {
-		Kind string                     `json:"kind"`
-		Item map[string]json.RawMessage `json:"item"`
-	}
-	type unknownValue struct {
-		PhoneNumberID string           `json:"phone_number_id"`
-		Statuses      []unknownStatus  `json:"statuses,omitempty"`
-		Messages      []unknownMessage `json:"messages,omitempty"`
-		Errors        []unknownError   `json:"errors,omitempty"`
-		Unreadable    []unknownItem    `json:"unreadable,omitempty"`
-	}
 	var unknown []unknownValue
 	for _, e := range hook.Entry {
 		for _, c := range e.Changes {
@@ -214,7 +178,7 @@ func normalizeWebhook(hook *cloudapi.Webhook, lookup func(phoneID string) (strin
 				// their values need not name a phone number.
 				continue
 			}
-			v := c.Value
+			v := &c.Value
 			if v.Metadata.PhoneNumberID == "" && len(v.Statuses) == 0 && len(v.Messages) == 0 && len(v.Errors) == 0 && len(v.Unreadable) == 0 {
 				continue // a change without content for us (other fields)
 			}
@@ -224,84 +188,146 @@ func normalizeWebhook(hook *cloudapi.Webhook, lookup func(phoneID string) (strin
 				return normalized{}, err
 			}
 			if !ok {
-				u := unknownValue{PhoneNumberID: v.Metadata.PhoneNumberID}
-				for _, st := range v.Statuses {
-					us := unknownStatus{ID: st.ID, Status: st.Status, Timestamp: st.Timestamp, CallbackData: st.BizOpaqueCallbackData}
-					if len(st.Errors) > 0 {
-						us.ErrorCode, us.ErrorTitle = st.Errors[0].Code, st.Errors[0].Title
-					}
-					u.Statuses = append(u.Statuses, us)
-				}
-				for _, m := range v.Messages {
-					u.Messages = append(u.Messages, unknownMessage{ID: m.ID, Type: m.Type, Timestamp: m.Timestamp})
-				}
-				for _, e := range v.Errors {
-					// Top-level errors of a known number are dead letters
-					// of their own (provider_error); these would be lost.
-					u.Errors = append(u.Errors, unknownError{Code: e.Code, Title: e.Title})
-				}
-				for _, it := range v.Unreadable {
-					u.Unreadable = append(u.Unreadable, unknownItem{Kind: it.Kind, Item: namingFields(it.Raw)})
-				}
-				unknown = append(unknown, u)
+				unknown = append(unknown, unknownValueOf(v))
 				continue
 			}
 			n.known++
-			for _, st := range v.Statuses {
-				r, err := st.Receipt()
-				if err != nil {
-					if st.Status == "played" {
-						n.ignored++ // voice-message plays say nothing about delivery
-						continue
-					}
-					dead("invalid_status", account, "status could not be read: "+wamux.ErrorMessage(err), st)
-					continue
-				}
-				r.AccountID = account
-				r.ReceivedAt = now
-				if err := receipts.Normalize(&r); err != nil {
-					dead("invalid_status", account, "status could not be read: "+wamux.ErrorMessage(err), st)
-					continue
-				}
-				n.receipts = append(n.receipts, r)
-			}
-			for _, m := range v.Messages {
-				in := store.InboundMessage{AccountID: account, WAMID: m.ID, Type: m.Type, ReceivedAt: now}
-				if err := receipts.NormalizeInbound(&in); err != nil {
-					// Not the user's text or number, as for an unknown number.
-					dead("invalid_inbound", account, wamux.ErrorMessage(err), map[string]string{"id": m.ID, "type": m.Type, "timestamp": m.Timestamp})
-					continue
-				}
-				if secs, err := strconv.ParseInt(m.Timestamp, 10, 64); err == nil {
-					in.SentAt = time.Unix(secs, 0).UTC()
-				}
-				n.inbound = append(n.inbound, in)
-			}
+			n.addStatuses(account, v.Statuses, now)
+			n.addInbound(account, v.Messages, now)
 			for _, e := range v.Errors {
-				dead("provider_error", account, fmt.Sprintf("provider error notification: code %d: %s", e.Code, e.Title), e)
+				n.deadLetter("provider_error", account, fmt.Sprintf("provider error notification: code %d: %s", e.Code, e.Title), e)
 			}
-			// Items of another shape than Meta's (ParseWebhook kept them
-			// aside so the rest could be read): poison, like a status
-			// without an id.
-			for _, it := range v.Unreadable {
-				switch it.Kind {
-				case cloudapi.ItemStatus:
-					dead("invalid_status", account, "status could not be read: "+it.Reason, namingFields(it.Raw))
-				case cloudapi.ItemMessage:
-					dead("invalid_inbound", account, "inbound message could not be read: "+it.Reason, namingFields(it.Raw))
-				default:
-					dead("provider_error", account, "provider error notification could not be read: "+it.Reason, namingFields(it.Raw))
-				}
-			}
+			n.addUnreadable(account, v.Unreadable)
 		}
 	}
 	if n.known > 0 && len(unknown) > 0 {
 		// Stored with the rest so the notification can be answered 200.
 		for _, u := range unknown {
-			dead("unknown_phone_number", "", "no account has phone_number_id "+u.PhoneNumberID, u)
+			n.deadLetter("unknown_phone_number", "", "no account has phone_number_id "+u.PhoneNumberID, u)
 		}
 	}
 	return n, nil
+}
+
+// deadLetter keeps v as a dead letter of account under the reason label.
+func (n *normalized) deadLetter(reason, account, why string, v any) {
+	payload, _ := json.Marshal(v)
+	n.dead[reason] = append(n.dead[reason], store.DeadLetter{Source: "webhook", AccountID: account, Reason: why, Payload: payload})
+}
+
+// addStatuses turns the statuses of account's value into receipts; one
+// that cannot be read is a dead letter, a voice message's play is ignored.
+func (n *normalized) addStatuses(account string, statuses []cloudapi.Status, now time.Time) {
+	for _, st := range statuses {
+		r, err := st.Receipt()
+		if err != nil {
+			if st.Status == "played" {
+				n.ignored++ // voice-message plays say nothing about delivery
+				continue
+			}
+			n.deadLetter("invalid_status", account, "status could not be read: "+wamux.ErrorMessage(err), st)
+			continue
+		}
+		r.AccountID = account
+		r.ReceivedAt = now
+		if err := receipts.Normalize(&r); err != nil {
+			n.deadLetter("invalid_status", account, "status could not be read: "+wamux.ErrorMessage(err), st)
+			continue
+		}
+		n.receipts = append(n.receipts, r)
+	}
+}
+
+// addInbound turns what customers wrote to account into inbound records.
+func (n *normalized) addInbound(account string, messages []cloudapi.InboundMessage, now time.Time) {
+	for _, m := range messages {
+		in := store.InboundMessage{AccountID: account, WAMID: m.ID, Type: m.Type, ReceivedAt: now}
+		if err := receipts.NormalizeInbound(&in); err != nil {
+			// Not the user's text or number, as for an unknown number.
+			n.deadLetter("invalid_inbound", account, wamux.ErrorMessage(err), map[string]string{"id": m.ID, "type": m.Type, "timestamp": m.Timestamp})
+			continue
+		}
+		if secs, err := strconv.ParseInt(m.Timestamp, 10, 64); err == nil {
+			in.SentAt = time.Unix(secs, 0).UTC()
+		}
+		n.inbound = append(n.inbound, in)
+	}
+}
+
+// addUnreadable keeps items of another shape than Meta's (ParseWebhook
+// kept them aside so the rest could be read) as poison, like a status
+// without an id.
+func (n *normalized) addUnreadable(account string, items []cloudapi.UnreadableItem) {
+	for _, it := range items {
+		switch it.Kind {
+		case cloudapi.ItemStatus:
+			n.deadLetter("invalid_status", account, "status could not be read: "+it.Reason, namingFields(it.Raw))
+		case cloudapi.ItemMessage:
+			n.deadLetter("invalid_inbound", account, "inbound message could not be read: "+it.Reason, namingFields(it.Raw))
+		default:
+			n.deadLetter("provider_error", account, "provider error notification could not be read: "+it.Reason, namingFields(it.Raw))
+		}
+	}
+}
+
+// unknownValue is what a dead letter keeps of a value whose number has no
+// account: enough to replay its statuses and find its messages once the
+// account exists (Meta does not redeliver what was answered 200), and no
+// user's phone number or text.
+type unknownValue struct {
+	PhoneNumberID string           `json:"phone_number_id"`
+	Statuses      []unknownStatus  `json:"statuses,omitempty"`
+	Messages      []unknownMessage `json:"messages,omitempty"`
+	Errors        []unknownError   `json:"errors,omitempty"`
+	Unreadable    []unknownItem    `json:"unreadable,omitempty"`
+}
+
+type unknownStatus struct {
+	ID           string `json:"id"`
+	Status       string `json:"status"`
+	Timestamp    string `json:"timestamp"`
+	CallbackData string `json:"biz_opaque_callback_data,omitempty"`
+	ErrorCode    int    `json:"error_code,omitempty"`
+	ErrorTitle   string `json:"error_title,omitempty"`
+}
+
+type unknownMessage struct {
+	ID        string `json:"id"`
+	Type      string `json:"type"`
+	Timestamp string `json:"timestamp"`
+}
+
+type unknownError struct {
+	Code  int    `json:"code"`
+	Title string `json:"title,omitempty"`
+}
+
+type unknownItem struct {
+	Kind string                     `json:"kind"`
+	Item map[string]json.RawMessage `json:"item"`
+}
+
+func unknownValueOf(v *cloudapi.Value) unknownValue {
+	u := unknownValue{PhoneNumberID: v.Metadata.PhoneNumberID}
+	for _, st := range v.Statuses {
+		us := unknownStatus{ID: st.ID, Status: st.Status, Timestamp: st.Timestamp, CallbackData: st.BizOpaqueCallbackData}
+		if len(st.Errors) > 0 {
+			us.ErrorCode, us.ErrorTitle = st.Errors[0].Code, st.Errors[0].Title
+		}
+		u.Statuses = append(u.Statuses, us)
+	}
+	for _, m := range v.Messages {
+		u.Messages = append(u.Messages, unknownMessage{ID: m.ID, Type: m.Type, Timestamp: m.Timestamp})
+	}
+	for _, e := range v.Errors {
+		// Top-level errors of a known number are dead letters of their
+		// own (provider_error); these would be lost.
+		u.Errors = append(u.Errors, unknownError{Code: e.Code, Title: e.Title})
+	}
+	for _, it := range v.Unreadable {
+		u.Unreadable = append(u.Unreadable, unknownItem{Kind: it.Kind, Item: namingFields(it.Raw)})
+	}
+	return u
 }
 
 // namingFields is what a dead letter keeps of an item that could not be

@@ -2,13 +2,25 @@ package receipts
 
 import (
 	"context"
-	"fmt"
-	"slices"
 	"time"
 
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/store"
 )
+
+// batchRun is one batch of logged receipts on its way through process.
+// Every slice indexed by i runs parallel to batch.
+type batchRun struct {
+	batch      []store.LoggedReceipt
+	keys       []store.ReceiptKey
+	callback   []bool // by i: carries callback data; nil when none does
+	dupLayer   []string
+	decisions  []Decision
+	cand       []int // indexes into batch of the receipts no dedup layer caught
+	now        time.Time
+	lateWindow time.Duration
+	remerge    bool
+}
 
 // process takes one batch of logged receipts of one partition (part -1:
 // recovery at Start) through L2, L3, the merge and message resolution;
@@ -17,162 +29,204 @@ import (
 // stored (see recover). Store failures are retried (bounded); an error
 // means the batch is still in the log and may be processed again.
 func (p *Pipeline) process(ctx context.Context, part int, batch []store.LoggedReceipt, remerge bool) error {
-	now := p.now().UTC()
-	lateWindow := p.lateWindow()
-	keys := make([]store.ReceiptKey, len(batch))
-	var callback []bool // made at the first receipt with callback data
+	b := p.newBatchRun(batch, remerge)
+	if part >= 0 {
+		p.parts[part].lag.Set(max(0, time.Since(oldestReceived(batch)).Seconds()))
+	}
+	if !remerge {
+		if err := p.dedupBloom(ctx, b); err != nil {
+			return err
+		}
+	}
+	b.cand = b.candidates()
+	if len(b.cand) == 0 {
+		return nil
+	}
+	fresh, err := p.storeAndMerge(ctx, b)
+	if err != nil {
+		return err
+	}
+	if err := p.recordDecisions(ctx, b, fresh); err != nil {
+		return err
+	}
+	p.observeProcessed(b)
+	return nil
+}
+
+func (p *Pipeline) newBatchRun(batch []store.LoggedReceipt, remerge bool) *batchRun {
+	b := &batchRun{
+		batch:      batch,
+		keys:       make([]store.ReceiptKey, len(batch)),
+		dupLayer:   make([]string, len(batch)),
+		decisions:  make([]Decision, len(batch)),
+		now:        p.now().UTC(),
+		lateWindow: p.lateWindow(),
+		remerge:    remerge,
+	}
+	for i := range batch {
+		b.keys[i] = keyOf(batch[i].Receipt)
+		if batch[i].CallbackData != "" {
+			if b.callback == nil {
+				b.callback = make([]bool, len(batch))
+			}
+			b.callback[i] = true
+		}
+	}
+	return b
+}
+
+func oldestReceived(batch []store.LoggedReceipt) time.Time {
 	oldest := batch[0].ReceivedAt
 	for i := range batch {
-		keys[i] = keyOf(batch[i].Receipt)
-		if batch[i].CallbackData != "" {
-			if callback == nil {
-				callback = make([]bool, len(batch))
-			}
-			callback[i] = true
-		}
 		if batch[i].ReceivedAt.Before(oldest) {
 			oldest = batch[i].ReceivedAt
 		}
 	}
-	if part >= 0 {
-		p.parts[part].lag.Set(max(0, time.Since(oldest).Seconds()))
-	}
+	return oldest
+}
 
-	dupLayer := make([]string, len(batch))
-	// L2: the Bloom filter; its hits are confirmed against the store.
-	if !remerge {
-		var dup []bool
-		var st DedupStats
-		err := p.retry(ctx, "dedup receipts", func(ctx context.Context) error {
-			var err error
-			dup, st, err = p.bloom.Dedup(ctx, keys, callback, p.st)
-			return err
-		})
-		if err != nil {
-			return err
+// dedupBloom is L2: the Bloom filter, whose hits are confirmed against the
+// store. It marks each duplicate with the layer that found it.
+func (p *Pipeline) dedupBloom(ctx context.Context, b *batchRun) error {
+	var dup []bool
+	var st DedupStats
+	err := p.retry(ctx, "dedup receipts", func(ctx context.Context) error {
+		var err error
+		dup, st, err = p.bloom.Dedup(ctx, b.keys, b.callback, p.st)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	layer := LayerBloom
+	if st.Hits == 0 && st.Checked > 0 { // Bloom off: every key was looked up
+		layer = LayerStore
+	}
+	for i, d := range dup {
+		if d {
+			b.dupLayer[i] = layer
 		}
-		layer := LayerBloom
-		if st.Hits == 0 && st.Checked > 0 { // Bloom off: every key was looked up
-			layer = LayerStore
-		}
-		for i, d := range dup {
-			if d {
-				dupLayer[i] = layer
-			}
-		}
-		// Repeats inside the batch are found before the filter is asked.
-		p.countDedup(LayerBatch, st.Repeats)
-		p.countDedup(layer, st.Confirmed)
-		p.c.fp.Add(int64(st.FalsePositives))
-		p.m.falsePositives.Add(float64(st.FalsePositives))
-		if st.Repeats > 0 {
-			first := make(copies, len(keys))
-			for i, k := range keys {
-				if first.repeat(k, callback != nil && callback[i]) {
-					dupLayer[i] = LayerBatch
-				}
+	}
+	// Repeats inside the batch are found before the filter is asked.
+	p.countDedup(LayerBatch, st.Repeats)
+	p.countDedup(layer, st.Confirmed)
+	p.c.fp.Add(int64(st.FalsePositives))
+	p.m.falsePositives.Add(float64(st.FalsePositives))
+	if st.Repeats > 0 {
+		first := make(copies, len(b.keys))
+		for i, k := range b.keys {
+			if first.repeat(k, b.callback != nil && b.callback[i]) {
+				b.dupLayer[i] = LayerBatch
 			}
 		}
 	}
+	return nil
+}
 
-	// L3 and the merge run side by side, so their writes share a commit:
-	// the store's unique key decides what is new for good, while the
-	// merge already folds in every candidate. A candidate L3 then finds
-	// stored (the Bloom filter forgets across restarts and after 48 h) was
-	// merged before, and merging it again changes nothing: the state is a
-	// maximum that already holds it — unless it was late then, and the
-	// state has changed since; merge repairs that rare case once L3 has
-	// answered. Only its audit row would repeat, so late receipts are
-	// written once L3 has answered, for new ones alone.
-	var cand []int // indexes into batch
-	for i := range batch {
-		if dupLayer[i] == "" {
+// candidates lists the receipts no dedup layer caught.
+func (b *batchRun) candidates() []int {
+	var cand []int
+	for i := range b.batch {
+		if b.dupLayer[i] == "" {
 			cand = append(cand, i)
 		}
 	}
-	if len(cand) == 0 {
-		return nil
+	return cand
+}
+
+// storeAndMerge runs L3 and the merge side by side, so that their writes
+// share a commit, and returns L3's answer: which candidates are new. The
+// store's unique key decides what is new for good, while the merge already
+// folds in every candidate. A candidate L3 then finds stored (the Bloom
+// filter forgets across restarts and after 48 h) was merged before, and
+// merging it again changes nothing: the state is a maximum that already
+// holds it — unless it was late then, and the state has changed since;
+// merge repairs that rare case once L3 has answered. Only its audit row
+// would repeat, so late receipts are written once L3 has answered, for new
+// ones alone.
+func (p *Pipeline) storeAndMerge(ctx context.Context, b *batchRun) ([]bool, error) {
+	candRs := make([]wamux.Receipt, len(b.cand))
+	for j, i := range b.cand {
+		candRs[j] = b.batch[i].Receipt
 	}
-	candRs := make([]wamux.Receipt, len(cand))
-	for j, i := range cand {
-		candRs[j] = batch[i].Receipt
-	}
-	var fresh []bool
-	decisions := make([]Decision, len(batch))
 	if both, ok := p.st.(store.ReceiptStateWriter); ok {
 		// The store writes receipts and states together for less: the
 		// merge stores the candidates with the states they make.
-		var err error
-		if fresh, err = p.merge(ctx, batch, cand, decisions, now, lateWindow, remerge, both, candRs, nil); err != nil {
-			return err
-		}
-	} else {
-		insDone := make(chan struct{})
-		var insErr error
-		go func() {
-			defer close(insDone)
-			insErr = p.retry(ctx, "insert receipts", func(ctx context.Context) error {
-				var err error
-				fresh, err = p.st.InsertReceipts(ctx, candRs)
-				return err
-			})
-		}()
-		inserted := func() ([]bool, error) {
-			<-insDone
-			return fresh, insErr
-		}
-		_, mergeErr := p.merge(ctx, batch, cand, decisions, now, lateWindow, remerge, nil, nil, inserted)
-		if _, err := inserted(); err != nil {
-			return err
-		}
-		if mergeErr != nil {
-			return mergeErr
-		}
+		return p.merge(ctx, b, both, candRs, nil)
 	}
+	insDone := make(chan struct{})
+	var fresh []bool
+	var insErr error
+	go func() {
+		defer close(insDone)
+		insErr = p.retry(ctx, "insert receipts", func(ctx context.Context) error {
+			var err error
+			fresh, err = p.st.InsertReceipts(ctx, candRs)
+			return err
+		})
+	}()
+	inserted := func() ([]bool, error) {
+		<-insDone
+		return fresh, insErr
+	}
+	_, mergeErr := p.merge(ctx, b, nil, nil, inserted)
+	if _, err := inserted(); err != nil {
+		return nil, err
+	}
+	if mergeErr != nil {
+		return nil, mergeErr
+	}
+	return fresh, nil
+}
 
+// recordDecisions counts what each new candidate did and audits the late
+// ones; a candidate L3 found stored is counted as its duplicate instead.
+func (p *Pipeline) recordDecisions(ctx context.Context, b *batchRun, fresh []bool) error {
 	var late []store.LateReceipt
 	l3 := 0
-	for j, i := range cand {
-		if !fresh[j] && !remerge {
-			dupLayer[i] = LayerStore
+	for j, i := range b.cand {
+		if !fresh[j] && !b.remerge {
+			b.dupLayer[i] = LayerStore
 			l3++
 			continue
 		}
-		switch decisions[i] {
+		switch b.decisions[i] {
 		case Apply:
 			p.c.applied.Add(1)
 		case Late:
-			late = append(late, store.LateReceipt{Receipt: batch[i].Receipt, Reason: LateReason, RecordedAt: now})
+			late = append(late, store.LateReceipt{Receipt: b.batch[i].Receipt, Reason: LateReason, RecordedAt: b.now})
 			p.c.late.Add(1)
-			p.m.late.WithLabelValues(batch[i].AccountID).Inc()
+			p.m.late.WithLabelValues(b.batch[i].AccountID).Inc()
 		default:
 			p.c.ignored.Add(1)
 		}
-		p.m.merged.WithLabelValues(decisions[i].String()).Inc()
+		p.m.merged.WithLabelValues(b.decisions[i].String()).Inc()
 	}
 	p.countDedup(LayerStore, l3)
-	if err := p.retry(ctx, "audit late receipts", func(ctx context.Context) error { return p.st.AddLateReceipts(ctx, late) }); err != nil {
-		return err
-	}
+	return p.retry(ctx, "audit late receipts", func(ctx context.Context) error { return p.st.AddLateReceipts(ctx, late) })
+}
 
+// observeProcessed records the end-to-end latency of the new receipts and
+// hands the batch's outcome to the Observer, if any.
+func (p *Pipeline) observeProcessed(b *batchRun) {
 	done := p.now()
-	for _, i := range cand {
-		if dupLayer[i] == "" {
-			p.m.latency.Observe(max(0, done.Sub(batch[i].ReceivedAt).Seconds()))
+	for _, i := range b.cand {
+		if b.dupLayer[i] == "" {
+			p.m.latency.Observe(max(0, done.Sub(b.batch[i].ReceivedAt).Seconds()))
 		}
 	}
-	if p.cfg.Observer != nil {
-		obs := make([]Processed, len(batch))
-		for i := range batch {
-			d := decisions[i]
-			if dupLayer[i] != "" {
-				d = Ignore
-			}
-			obs[i] = Processed{Key: keys[i], Duplicate: dupLayer[i], Decision: d, Latency: done.Sub(batch[i].ReceivedAt)}
-		}
-		p.cfg.Observer(obs)
+	if p.cfg.Observer == nil {
+		return
 	}
-	return nil
+	obs := make([]Processed, len(b.batch))
+	for i := range b.batch {
+		d := b.decisions[i]
+		if b.dupLayer[i] != "" {
+			d = Ignore
+		}
+		obs[i] = Processed{Key: b.keys[i], Duplicate: b.dupLayer[i], Decision: d, Latency: done.Sub(b.batch[i].ReceivedAt)}
+	}
+	p.cfg.Observer(obs)
 }
 
 func (p *Pipeline) countDedup(layer string, n int) {
@@ -200,215 +254,6 @@ func (p *Pipeline) lateWindow() time.Duration {
 		return 5 * time.Minute
 	}
 	return p.set.Current().LateWindow
-}
-
-// merge folds the candidates into the stored states (Merge), recording
-// each one's decision, writes the changed states, and then resolves their
-// outbound messages; a crash before the log is acknowledged repeats both
-// harmlessly, as both only move forward. With both set it stores the
-// receipts ins in the same write as the states and returns InsertReceipts'
-// answer for them; without, inserted waits for the caller's concurrent
-// InsertReceipts of the candidates and returns its answer.
-//
-// A candidate L3 finds stored is a duplicate (unless remerge: see
-// recover), and a duplicate must not change a state: it was merged when
-// it was new, and if it did not change the state then (it was late), it
-// must not now because the Bloom filter forgot it. L3 answers only with
-// the write, so the merge folds every candidate first; when a stored one
-// turned out to have changed a state (rare: a late receipt redelivered
-// after a restart or 48 h, once its state had changed since), the batch is
-// folded again without it and the states it touched are written again.
-// A stored receipt that finds no state at all was never merged (a state
-// write lost after its insert) and is merged now.
-//
-// The messages are looked up only once the states are stored. The
-// dispatcher, when it records the wamid of a send whose status came first,
-// stores the wamid and then reads the state (wamux.MessageStatusFor): with each
-// side writing before it reads, at least one sees the other's write. A
-// lookup that overlapped the state write could miss the wamid while the
-// dispatcher's read missed the state, and the status would never reach
-// the message (TestStatusMeetsWAMIDRecordedMeanwhile). The order cost no
-// throughput in bench receipts (docs/BENCHMARKS.md, fifteenth session).
-func (p *Pipeline) merge(ctx context.Context, batch []store.LoggedReceipt, idx []int, decisions []Decision,
-	now time.Time, lateWindow time.Duration, remerge bool, both store.ReceiptStateWriter, ins []wamux.Receipt,
-	inserted func() ([]bool, error)) ([]bool, error) {
-	skeys := make([]store.StateKey, 0, len(idx))
-	at := make(map[store.StateKey]int, len(idx)) // key → its index in skeys
-	for _, i := range idx {
-		k := store.StateKey{AccountID: batch[i].AccountID, MessageID: batch[i].MessageID}
-		if _, ok := at[k]; !ok {
-			at[k] = len(skeys)
-			skeys = append(skeys, k)
-		}
-	}
-	var cur map[store.StateKey]store.MessageState
-	err := p.retry(ctx, "read states", func(ctx context.Context) error {
-		var err error
-		cur, err = p.st.GetStates(ctx, skeys)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	// One entry per message, by its index in skeys; a changed one holds
-	// its new state, and order lists the changed ones in the order they
-	// first changed.
-	entries := make([]resolution, len(skeys))
-	var order []int
-	// again lists messages whose state a receipt leaves as it is but whose
-	// outbound message it may still have to resolve: a repeat of the
-	// state's own receipt (a batch merged before, whose resolution failed
-	// or never ran: a crash, a store failure past the retries), or a
-	// receipt naming our msg_id in its callback data (the state may have
-	// come from an agent's receipt, which carries none). Resolving again is
-	// idempotent (forward-only updates).
-	var again []int
-	var listed []bool // by j: in again already; made on first use
-	// fold merges the candidates into the states read; stored, by position
-	// in idx (nil: none known), marks those L3 found stored.
-	fold := func(stored []bool) {
-		clear(entries)
-		order, again = order[:0], again[:0]
-		clear(listed)
-		for n, i := range idx {
-			r := batch[i].Receipt
-			k := store.StateKey{AccountID: r.AccountID, MessageID: r.MessageID}
-			j := at[k]
-			var c *store.MessageState
-			if entries[j].state.MessageID != "" {
-				s := entries[j].state
-				c = &s
-			} else if s, ok := cur[k]; ok {
-				c = &s
-			}
-			next, d := Merge(c, r, now, lateWindow)
-			// The state's type came from a stored receipt of the same key
-			// (message, account, type): r repeats it (L3 keeps the first),
-			// whatever its event time or error code says. A receipt L3
-			// found stored is a repeat too (see above).
-			if d == Apply && c != nil && (c.Type == r.Type || stored != nil && stored[n]) {
-				d, next = Ignore, *c
-			}
-			decisions[i] = d
-			if d == Apply {
-				if entries[j].state.MessageID == "" {
-					order = append(order, j)
-				}
-				entries[j].state, entries[j].receipt = next, r
-			} else if c != nil && (c.Type == r.Type || r.CallbackData != "") && entries[j].state.MessageID == "" {
-				// A repeat, or a receipt that does not change the state but
-				// names our msg_id (a weaker or late status after an agent's
-				// receipt without callback data): resolve the message with
-				// the state as it is, so an unknown send learns it was
-				// accepted. Until an Apply in this batch sets
-				// entries[j].state, the state is c; the receipt that made
-				// it, when in the batch, gives the resolution its error
-				// title.
-				if listed == nil {
-					listed = make([]bool, len(skeys))
-				}
-				if !listed[j] {
-					listed[j] = true
-					again = append(again, j)
-				}
-				if r.Type == c.Type && r.EventTime.Equal(c.EventTime) && r.ErrorCode == c.ErrorCode {
-					entries[j].receipt = r
-				}
-			}
-			if r.CallbackData != "" && entries[j].callback == "" {
-				entries[j].callback = r.CallbackData
-			}
-		}
-	}
-	changed := func() []store.MessageState {
-		states := make([]store.MessageState, 0, len(order))
-		for _, j := range order {
-			states = append(states, entries[j].state)
-		}
-		return states
-	}
-
-	fold(nil)
-	states := changed()
-	var fresh []bool
-	if both != nil {
-		err = p.retry(ctx, "store receipts and states", func(ctx context.Context) error {
-			var err error
-			fresh, err = both.InsertReceiptsPutStates(ctx, ins, states)
-			return err
-		})
-	} else if len(states) > 0 {
-		err = p.retry(ctx, "write states", func(ctx context.Context) error { return p.st.PutStates(ctx, states) })
-	}
-	if err != nil {
-		return nil, fmt.Errorf("receipts: merge: %w", err)
-	}
-	if !remerge {
-		if inserted != nil {
-			if fresh, err = inserted(); err != nil {
-				return nil, err
-			}
-		}
-		if err := p.unmergeStored(ctx, idx, decisions, fresh, cur, skeys, entries, &order, fold); err != nil {
-			return nil, err
-		}
-	}
-
-	resolve := make([]*resolution, 0, len(order)+len(again))
-	for _, j := range order {
-		resolve = append(resolve, &entries[j])
-	}
-	for _, j := range again {
-		if entries[j].state.MessageID != "" {
-			continue // changed later in the batch: resolved with order
-		}
-		entries[j].state = cur[skeys[j]]
-		resolve = append(resolve, &entries[j])
-	}
-	if both != nil {
-		return fresh, p.resolve(ctx, resolve)
-	}
-	return nil, p.resolve(ctx, resolve)
-}
-
-// unmergeStored undoes what candidates L3 found stored did to states they
-// were merged into (merge): it folds the batch again with them marked
-// stored and writes every state the first fold changed as the second one
-// leaves it. It costs nothing unless such a candidate was applied.
-func (p *Pipeline) unmergeStored(ctx context.Context, idx []int, decisions []Decision, fresh []bool,
-	cur map[store.StateKey]store.MessageState, skeys []store.StateKey, entries []resolution, order *[]int,
-	fold func(stored []bool)) error {
-	var stored []bool
-	for n, i := range idx {
-		if !fresh[n] && decisions[i] == Apply {
-			stored = make([]bool, len(idx))
-			break
-		}
-	}
-	if stored == nil {
-		return nil
-	}
-	for n := range idx {
-		stored[n] = !fresh[n]
-	}
-	touched := slices.Clone(*order)
-	fold(stored)
-	// The second fold changes a subset of what the first did: it only
-	// leaves out Applies. A state it no longer changes goes back to the
-	// one read, which exists (a stored receipt changes only an existing
-	// state).
-	states := make([]store.MessageState, 0, len(touched))
-	for _, j := range touched {
-		if entries[j].state.MessageID != "" {
-			states = append(states, entries[j].state)
-		} else {
-			states = append(states, cur[skeys[j]])
-		}
-	}
-	if err := p.retry(ctx, "write states", func(ctx context.Context) error { return p.st.PutStates(ctx, states) }); err != nil {
-		return fmt.Errorf("receipts: merge: undo a stored receipt: %w", err)
-	}
-	return nil
 }
 
 // ack deletes a processed batch from the log and reports how many entries
