@@ -140,8 +140,9 @@ func (a *App) Addr() string {
 	return a.listener.Addr().String()
 }
 
-// Start opens the store, then starts serving HTTP. On error everything
-// already opened is closed again.
+// Start opens and claims the store, then brings up the settings, the
+// dispatcher, the receipt pipeline and the HTTP server, in that order. On
+// error everything already opened is closed again.
 func (a *App) Start(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -151,115 +152,45 @@ func (a *App) Start(ctx context.Context) error {
 	if a.cfg.Kafka != "" || a.cfg.Redis != "" {
 		return errors.New("app: the Kafka and Redis cluster backends are not implemented yet; leave --kafka and --redis empty")
 	}
-	st, err := openStore(ctx, a.cfg, a.log)
+	var u undoStack
+	st, claim, err := a.openClaimedStore(ctx, &u)
 	if err != nil {
-		return err
+		return u.fail(err)
 	}
-	// From here on, undo what was started if a later step fails.
-	var undo []func()
-	fail := func(err error) error {
-		for i := len(undo) - 1; i >= 0; i-- {
-			undo[i]()
-		}
-		return err
-	}
-	undo = append(undo, func() { st.Close() })
-
-	// One gateway per store: claim it before anything writes to it and
-	// before the dispatcher restores the queued messages it would send.
-	var claim store.Claim
-	if owner, ok := st.(store.Owner); ok {
-		claim, err = owner.Claim(ctx)
-		if errors.Is(err, store.ErrInUse) {
-			return fail(fmt.Errorf("app: store %s is in use by another wamux gateway process; one gateway serves one store: stop the other one, or give this one its own %s: %w",
-				a.storeName(), a.storeHint(), err))
-		}
-		if err != nil {
-			return fail(fmt.Errorf("app: claim store %s: %w", a.storeName(), err))
-		}
-		// Released after the store closed: nothing of ours writes then.
-		undo[len(undo)-1] = func() { st.Close(); claim.Release() } // the store's own undo, above
-	}
-
-	set, err := settings.Load(ctx, st, a.log)
+	set, err := a.loadSettings(ctx, st)
 	if err != nil {
-		return fail(fmt.Errorf("app: %w", err))
+		return u.fail(err)
 	}
-	if len(a.cfg.Settings) > 0 { // issue 6: the file's settings: section wins at start
-		if _, err := set.Update(ctx, a.cfg.Settings); err != nil {
-			return fail(fmt.Errorf("app: settings from %s: %w", a.cfg.File, err))
-		}
-	}
-	provider, closeProvider := a.Provider, func() {}
-	if provider == nil {
-		client, err := cloudapi.New(cloudapi.Config{})
-		if err != nil {
-			return fail(fmt.Errorf("app: cloud api client: %w", err))
-		}
-		undo = append(undo, client.Close)
-		provider, closeProvider = client, client.Close
-	}
-	disp, err := outbound.New(outbound.Config{
-		Store: st, Provider: provider, Settings: set, Logger: a.log, Registry: a.registry,
-	})
+	provider, closeProvider, err := a.provider(&u)
 	if err != nil {
-		return fail(fmt.Errorf("app: outbound: %w", err))
+		return u.fail(err)
 	}
-	if err := disp.Start(ctx); err != nil {
-		return fail(fmt.Errorf("app: start outbound: %w", err))
-	}
-	undo = append(undo, func() {
-		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		disp.Stop(c)
-	})
-
-	// receipts pipeline wiring (issue 5): Start first works off what the
-	// log kept from the last run, before the webhook takes new receipts.
-	bloom := a.ReceiptBloom
-	if bloom.ExpectedPerHour == 0 && a.cfg.ReceiptBloomPerHour > 0 {
-		bloom.ExpectedPerHour = uint(a.cfg.ReceiptBloomPerHour)
-	}
-	if bloom.ExpectedPerHour == 0 {
-		bloom.ExpectedPerHour = receipts.BloomExpectedPerHourDefault
-	}
-	a.log.Info("receipt Bloom filter", "keys_per_hour", bloom.ExpectedPerHour, "mib", bloom.MemoryBytes()>>20)
-	// Inbound messages count against the number's throughput as our sends
-	// do: the pipeline charges the recent ones to the account's bucket.
-	pipe, err := receipts.New(receipts.Config{Store: st, Registry: a.registry, Settings: set, Logger: a.log, Bloom: bloom,
-		OnInbound: disp.ChargeInbound})
+	disp, err := a.startDispatcher(ctx, &u, st, provider, set)
 	if err != nil {
-		return fail(fmt.Errorf("app: receipts: %w", err))
+		return u.fail(err)
 	}
-	if err := pipe.Start(ctx); err != nil {
-		return fail(fmt.Errorf("app: start receipts: %w", err))
+	pipe, err := a.startReceipts(ctx, &u, st, set, disp)
+	if err != nil {
+		return u.fail(err)
 	}
-	disp.SetReceiptProgress(pipe) // also an outbound.MergePauser: see below
-	undo = append(undo, func() {
-		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		pipe.Stop(c)
-	})
-
 	api, err := httpapi.New(httpapi.Config{
-		Store:    st,
-		Logger:   a.log,
-		Registry: a.registry,
-		APIKeys:  a.cfg.APIKeys,
-		Live:     disp,
-		Outbound: disp,
-		Settings: set,
-		// issue 5
+		Store:       st,
+		Logger:      a.log,
+		Registry:    a.registry,
+		APIKeys:     a.cfg.APIKeys,
+		Live:        disp,
+		Outbound:    disp,
+		Settings:    set,
 		Receipts:    pipe,
 		AppSecret:   a.cfg.AppSecret,
 		VerifyToken: a.cfg.VerifyToken,
 	})
 	if err != nil {
-		return fail(fmt.Errorf("app: http api: %w", err))
+		return u.fail(fmt.Errorf("app: http api: %w", err))
 	}
 	ln, err := net.Listen("tcp", a.cfg.Listen)
 	if err != nil {
-		return fail(fmt.Errorf("app: listen on %s: %w", a.cfg.Listen, err))
+		return u.fail(fmt.Errorf("app: listen on %s: %w", a.cfg.Listen, err))
 	}
 	if len(a.cfg.APIKeys) == 0 {
 		a.log.Warn("no API keys configured (WAMUX_API_KEYS): every /v1 request will be refused")
@@ -268,11 +199,141 @@ func (a *App) Start(ctx context.Context) error {
 	a.receipts, a.closeProvider = pipe, closeProvider
 	a.claim = claim
 	a.watchLost(disp)
-	// Every phase of a connection is bounded, so a client that trickles
-	// its request, never reads the answer or idles cannot hold a socket
-	// and a goroutine for ever. WriteTimeout runs from the end of the
-	// headers: it leaves room for reading a body (ReadTimeout) and for
-	// the handler's own bound (the API's store timeout, 10 s).
+	a.serve(api, ln)
+	a.started = true
+	a.log.Info("wamux started", "listen", ln.Addr().String(), "store", a.cfg.RedactedStore())
+	return nil
+}
+
+// undoStack takes down, in reverse, what Start brought up before a step
+// failed.
+type undoStack []func()
+
+func (u *undoStack) push(f func()) { *u = append(*u, f) }
+
+// fail undoes every step and returns err.
+func (u *undoStack) fail(err error) error {
+	for i := len(*u) - 1; i >= 0; i-- {
+		(*u)[i]()
+	}
+	return err
+}
+
+// openClaimedStore opens the store and claims it: one gateway per store,
+// claimed before anything writes to it and before the dispatcher restores
+// the queued messages it would send. The claim (nil for a store that
+// cannot be claimed) is released after the store closed, when nothing of
+// ours writes any more.
+func (a *App) openClaimedStore(ctx context.Context, u *undoStack) (store.Store, store.Claim, error) {
+	st, err := openStore(ctx, a.cfg, a.log)
+	if err != nil {
+		return nil, nil, err
+	}
+	owner, ok := st.(store.Owner)
+	if !ok {
+		u.push(func() { st.Close() })
+		return st, nil, nil
+	}
+	claim, err := owner.Claim(ctx)
+	if errors.Is(err, store.ErrInUse) {
+		st.Close()
+		return nil, nil, fmt.Errorf("app: store %s is in use by another wamux gateway process; one gateway serves one store: stop the other one, or give this one its own %s: %w",
+			a.storeName(), a.storeHint(), err)
+	}
+	if err != nil {
+		st.Close()
+		return nil, nil, fmt.Errorf("app: claim store %s: %w", a.storeName(), err)
+	}
+	u.push(func() { st.Close(); claim.Release() })
+	return st, claim, nil
+}
+
+// loadSettings reads the runtime settings from the store; the
+// configuration file's settings: section wins over them at start.
+func (a *App) loadSettings(ctx context.Context, st store.Store) (*settings.Manager, error) {
+	set, err := settings.Load(ctx, st, a.log)
+	if err != nil {
+		return nil, fmt.Errorf("app: %w", err)
+	}
+	if len(a.cfg.Settings) > 0 {
+		if _, err := set.Update(ctx, a.cfg.Settings); err != nil {
+			return nil, fmt.Errorf("app: settings from %s: %w", a.cfg.File, err)
+		}
+	}
+	return set, nil
+}
+
+// provider is the Provider given by the caller, else a Cloud API client
+// and how to close it.
+func (a *App) provider(u *undoStack) (outbound.Provider, func(), error) {
+	if a.Provider != nil {
+		return a.Provider, func() {}, nil
+	}
+	client, err := cloudapi.New(cloudapi.Config{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("app: cloud api client: %w", err)
+	}
+	u.push(client.Close)
+	return client, client.Close, nil
+}
+
+func (a *App) startDispatcher(ctx context.Context, u *undoStack, st store.Store, provider outbound.Provider, set *settings.Manager) (*outbound.Dispatcher, error) {
+	disp, err := outbound.New(outbound.Config{
+		Store: st, Provider: provider, Settings: set, Logger: a.log, Registry: a.registry,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("app: outbound: %w", err)
+	}
+	if err := disp.Start(ctx); err != nil {
+		return nil, fmt.Errorf("app: start outbound: %w", err)
+	}
+	u.push(func() {
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		disp.Stop(c)
+	})
+	return disp, nil
+}
+
+// startReceipts starts the receipt pipeline, which first works off what
+// the log kept from the last run, before the webhook takes new receipts.
+// Inbound messages count against the number's throughput as our sends do:
+// the pipeline charges the recent ones to the account's bucket. The
+// dispatcher's compensator then waits for receipts the pipeline has not
+// processed yet before it resends.
+func (a *App) startReceipts(ctx context.Context, u *undoStack, st store.Store, set *settings.Manager, disp *outbound.Dispatcher) (*receipts.Pipeline, error) {
+	bloom := a.ReceiptBloom
+	if bloom.ExpectedPerHour == 0 && a.cfg.ReceiptBloomPerHour > 0 {
+		bloom.ExpectedPerHour = uint(a.cfg.ReceiptBloomPerHour)
+	}
+	if bloom.ExpectedPerHour == 0 {
+		bloom.ExpectedPerHour = receipts.BloomExpectedPerHourDefault
+	}
+	a.log.Info("receipt Bloom filter", "keys_per_hour", bloom.ExpectedPerHour, "mib", bloom.MemoryBytes()>>20)
+	pipe, err := receipts.New(receipts.Config{Store: st, Registry: a.registry, Settings: set, Logger: a.log, Bloom: bloom,
+		OnInbound: disp.ChargeInbound})
+	if err != nil {
+		return nil, fmt.Errorf("app: receipts: %w", err)
+	}
+	if err := pipe.Start(ctx); err != nil {
+		return nil, fmt.Errorf("app: start receipts: %w", err)
+	}
+	disp.SetReceiptProgress(pipe)
+	u.push(func() {
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		pipe.Stop(c)
+	})
+	return pipe, nil
+}
+
+// serve starts the HTTP server on ln. Every phase of a connection is
+// bounded, so a client that trickles its request, never reads the answer
+// or idles cannot hold a socket and a goroutine for ever. WriteTimeout
+// runs from the end of the headers: it leaves room for reading a body
+// (ReadTimeout) and for the handler's own bound (the API's store timeout,
+// 10 s).
+func (a *App) serve(api http.Handler, ln net.Listener) {
 	a.server = &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -283,9 +344,6 @@ func (a *App) Start(ctx context.Context) error {
 	}
 	a.serveErr = make(chan error, 1)
 	go func() { a.serveErr <- a.server.Serve(ln) }()
-	a.started = true
-	a.log.Info("wamux started", "listen", ln.Addr().String(), "store", a.cfg.RedactedStore())
-	return nil
 }
 
 // Stop stops intake and waits for in-flight requests until ctx ends, then
@@ -431,5 +489,5 @@ func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (store.
 }
 
 // The compensator holds resends while receipt merging is paused only if
-// the pipeline tells it so (outbound.MergePauser).
+// the pipeline it is given tells it so.
 var _ outbound.MergePauser = (*receipts.Pipeline)(nil)
