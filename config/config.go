@@ -186,7 +186,7 @@ func Load(args []string, getenv func(string) string, out io.Writer) (Config, err
 		fmt.Fprintln(out, "usage: wamux serve [flags]")
 		fmt.Fprintln(out, "\nRuns the gateway. Precedence: flags > WAMUX_* environment > config file > defaults.")
 		fmt.Fprintln(out, "Secrets have no flags: WAMUX_API_KEYS (comma-separated), WAMUX_APP_SECRET, WAMUX_VERIFY_TOKEN, or the file's")
-		fmt.Fprintln(out, "api_keys, app_secret, verify_token. Every WAMUX_* variable and file key: README, Configuration.")
+		fmt.Fprintln(out, "api_keys, app_secret, verify_token. Every WAMUX_* variable and file key: docs/configuration.md.")
 		fmt.Fprintln(out, "\nflags:")
 		fs.PrintDefaults()
 	}

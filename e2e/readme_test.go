@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -21,22 +22,32 @@ import (
 	"github.com/wamux/wamux/app"
 	"github.com/wamux/wamux/config"
 	"github.com/wamux/wamux/receipts"
+	"github.com/wamux/wamux/sim"
 )
 
-// readme returns README.md as lines.
-func readme(t *testing.T) []string {
+// docLines returns a document of the repository, by its path from the
+// root, as lines.
+func docLines(t *testing.T, name string) []string {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	raw, err := os.ReadFile(filepath.Join(repoRoot, name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return strings.Split(string(raw), "\n")
 }
 
-// section returns the lines after the heading line `heading` up to the
-// next heading of the same or a higher level.
-func section(t *testing.T, lines []string, heading string) []string {
+// The documents whose content these tests hold to the gateway.
+const (
+	readmeDoc = "README.md"
+	configDoc = "docs/configuration.md"
+	apiDoc    = "docs/api.md"
+)
+
+// section returns the lines of document doc after the heading line
+// `heading` up to the next heading of the same or a higher level.
+func section(t *testing.T, doc, heading string) []string {
 	t.Helper()
+	lines := docLines(t, doc)
 	level := strings.Index(heading, " ")
 	for i, l := range lines {
 		if l != heading {
@@ -51,8 +62,33 @@ func section(t *testing.T, lines []string, heading string) []string {
 		}
 		return out
 	}
-	t.Fatalf("README.md has no heading %q", heading)
+	t.Fatalf("%s has no heading %q", doc, heading)
 	return nil
+}
+
+// codeBlocks returns the fenced code blocks of lines whose info string is
+// lang, each as its lines.
+func codeBlocks(lines []string, lang string) [][]string {
+	var blocks [][]string
+	var cur []string
+	in, want := false, false
+	for _, l := range lines {
+		if strings.HasPrefix(l, "```") {
+			if in {
+				if want {
+					blocks = append(blocks, cur)
+				}
+				in, cur = false, nil
+				continue
+			}
+			in, want = true, strings.TrimPrefix(l, "```") == lang
+			continue
+		}
+		if in {
+			cur = append(cur, l)
+		}
+	}
+	return blocks
 }
 
 // tableRows returns the cells of the rows of the first markdown table in
@@ -94,13 +130,13 @@ func spans(cell string) []string {
 	return out
 }
 
-// TestReadmeSettingsTable: every runtime setting is in the README's
-// /v1/config table once, with the default the gateway really starts with,
-// and the table names no key the gateway does not know.
-func TestReadmeSettingsTable(t *testing.T) {
-	rows := tableRows(section(t, readme(t), "### Runtime settings (`/v1/config`)"))
+// TestConfigDocSettingsTable: every runtime setting is in the /v1/config
+// table of docs/configuration.md once, with the default the gateway really
+// starts with, and the table names no key the gateway does not know.
+func TestConfigDocSettingsTable(t *testing.T) {
+	rows := tableRows(section(t, configDoc, "## Runtime settings (`/v1/config`)"))
 	if len(rows) < 8 {
-		t.Fatalf("only %d rows in the README's settings table", len(rows))
+		t.Fatalf("only %d rows in the settings table of %s", len(rows), configDoc)
 	}
 	a := startApp(t)
 	var got struct {
@@ -116,31 +152,31 @@ func TestReadmeSettingsTable(t *testing.T) {
 			}
 		}
 		if len(keys) == 0 || len(keys) != len(defaults) {
-			t.Errorf("README settings row %q: %d keys, %d defaults", r[0], len(keys), len(defaults))
+			t.Errorf("settings row %q: %d keys, %d defaults", r[0], len(keys), len(defaults))
 			continue
 		}
 		for i, k := range keys {
 			if seen[k] {
-				t.Errorf("README settings table lists %s twice", k)
+				t.Errorf("the settings table lists %s twice", k)
 			}
 			seen[k] = true
 			v, ok := got.Settings[k]
 			switch {
 			case !ok:
-				t.Errorf("README settings table lists %s, which GET /v1/config does not have", k)
+				t.Errorf("the settings table lists %s, which GET /v1/config does not have", k)
 			case v != defaults[i]:
-				t.Errorf("README says %s defaults to %q; a fresh gateway has %q", k, defaults[i], v)
+				t.Errorf("%s says %s defaults to %q; a fresh gateway has %q", configDoc, k, defaults[i], v)
 			}
 		}
 	}
 	for k := range got.Settings {
 		if !seen[k] {
-			t.Errorf("setting %s is missing from the README's settings table", k)
+			t.Errorf("setting %s is missing from the settings table of %s", k, configDoc)
 		}
 	}
 }
 
-// configSample is, per YAML key of the README's configuration table, a
+// configSample is, per YAML key of the configuration table, a
 // valid value unlike the default, to see that the flag, the environment
 // variable and the YAML key the table names each set it.
 var configSample = map[string]string{
@@ -159,7 +195,7 @@ var configSample = map[string]string{
 }
 
 // configField renders the field of c that a YAML key fills, as the
-// README's table writes a default.
+// configuration table writes a default.
 func configField(c config.Config, key string) string {
 	switch key {
 	case "listen":
@@ -195,14 +231,15 @@ func configField(c config.Config, key string) string {
 	return "?" + key
 }
 
-// TestReadmeConfigTable: each row of the README's configuration table
-// holds: the default is what config.Default has, and the YAML key, the
-// flag and the environment variable it names each set that value (a
-// "—" flag is refused); every YAML key the config file takes is a row.
-func TestReadmeConfigTable(t *testing.T) {
-	rows := tableRows(section(t, readme(t), "## Configuration"))
+// TestConfigDocTable: each row of the configuration table of
+// docs/configuration.md holds: the default is what config.Default has, and
+// the YAML key, the flag and the environment variable it names each set
+// that value (a "—" flag is refused); every YAML key the config file takes
+// is a row.
+func TestConfigDocTable(t *testing.T) {
+	rows := tableRows(section(t, configDoc, "## Flags, environment and config file"))
 	if len(rows) < 10 {
-		t.Fatalf("only %d rows in the README's configuration table", len(rows))
+		t.Fatalf("only %d rows in the configuration table of %s", len(rows), configDoc)
 	}
 	def := config.Default()
 	noEnv := func(string) string { return "" }
@@ -219,7 +256,7 @@ func TestReadmeConfigTable(t *testing.T) {
 			want = ""
 		}
 		if got := configField(def, key); got != want {
-			t.Errorf("README: %s defaults to %q; config.Default has %q", key, want, got)
+			t.Errorf("%s: %s defaults to %q; config.Default has %q", configDoc, key, want, got)
 		}
 		if key == "settings" {
 			continue // a map, checked by TestSettingsSection in config
@@ -241,7 +278,7 @@ func TestReadmeConfigTable(t *testing.T) {
 		switch flagName := strings.Trim(r[1], "`"); flagName {
 		case "—":
 			if _, err := config.Load([]string{"--" + strings.ReplaceAll(key, "_", "-"), sample}, noEnv, io.Discard); err == nil {
-				t.Errorf("README says %s has no flag, but --%s is taken", key, strings.ReplaceAll(key, "_", "-"))
+				t.Errorf("%s says %s has no flag, but --%s is taken", configDoc, key, strings.ReplaceAll(key, "_", "-"))
 			}
 		default:
 			if c, err := config.Load([]string{flagName, sample}, noEnv, io.Discard); err != nil || configField(c, key) != sample {
@@ -263,7 +300,7 @@ func TestReadmeConfigTable(t *testing.T) {
 	}
 	for _, key := range yamlKeys() {
 		if !seen[key] {
-			t.Errorf("config file key %s is missing from the README's configuration table", key)
+			t.Errorf("config file key %s is missing from the configuration table of %s", key, configDoc)
 		}
 	}
 }
@@ -345,7 +382,7 @@ func expand(s string, env map[string]string) string {
 	return shellVar.ReplaceAllStringFunc(s, func(v string) string { return env[v[1:]] })
 }
 
-// parseCurl reads the options the README uses, the way curl does: -d
+// parseCurl reads the options the documents use, the way curl does: -d
 // makes a POST with Content-Type application/x-www-form-urlencoded unless
 // a header says otherwise.
 func parseCurl(t *testing.T, words []string) curlCommand {
@@ -380,36 +417,25 @@ func parseCurl(t *testing.T, words []string) curlCommand {
 	return c
 }
 
-// TestReadmeCurlExamples runs the README's "Running the gateway" commands
-// against a real gateway, as curl would send them: the key exported there
-// is the gateway's, and every curl answers 2xx.
-func TestReadmeCurlExamples(t *testing.T) {
-	var block []string
-	in := false
-	for _, l := range section(t, readme(t), "## Running the gateway") {
-		if strings.HasPrefix(l, "```") {
-			if in {
-				break
-			}
-			in = true
-			continue
-		}
-		if in {
-			block = append(block, l)
-		}
+// curlBlock reads the first sh block of lines as a shell would: the
+// variables it exports, and its curl commands.
+func curlBlock(t *testing.T, lines []string) (env map[string]string, curls []curlCommand) {
+	t.Helper()
+	blocks := codeBlocks(lines, "sh")
+	if len(blocks) == 0 {
+		t.Fatal("no sh block")
 	}
 	// Join backslash continuations.
-	var lines []string
-	for _, l := range block {
-		if n := len(lines); n > 0 && strings.HasSuffix(lines[n-1], "\\") {
-			lines[n-1] = strings.TrimSuffix(lines[n-1], "\\") + " " + strings.TrimSpace(l)
+	var joined []string
+	for _, l := range blocks[0] {
+		if n := len(joined); n > 0 && strings.HasSuffix(joined[n-1], "\\") {
+			joined[n-1] = strings.TrimSuffix(joined[n-1], "\\") + " " + strings.TrimSpace(l)
 			continue
 		}
-		lines = append(lines, l)
+		joined = append(joined, l)
 	}
-	env := map[string]string{}
-	var curls []curlCommand
-	for _, l := range lines {
+	env = map[string]string{}
+	for _, l := range joined {
 		if i := strings.Index(l, " #"); i >= 0 {
 			l = l[:i]
 		}
@@ -422,23 +448,18 @@ func TestReadmeCurlExamples(t *testing.T) {
 			curls = append(curls, parseCurl(t, words))
 		}
 	}
-	if len(curls) < 3 || env["WAMUX_API_KEYS"] == "" {
-		t.Fatalf("README's gateway block: %d curl commands, WAMUX_API_KEYS %q", len(curls), env["WAMUX_API_KEYS"])
-	}
-	cfg := config.Default()
-	cfg.Listen, cfg.DataDir, cfg.APIKeys = "127.0.0.1:0", t.TempDir(), []string{env["WAMUX_API_KEYS"]}
-	a := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err := a.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		a.Stop(ctx)
-	})
+	return env, curls
+}
+
+// runCurls sends each curl command to the gateway at addr, the way curl
+// would, with the gateway's localhost:8080 and the given other addresses
+// (in URLs and bodies) replaced; every one must answer 2xx.
+func runCurls(t *testing.T, doc, addr string, curls []curlCommand, replace ...string) {
+	t.Helper()
+	r := strings.NewReplacer(append([]string{"localhost:8080", addr}, replace...)...)
 	for _, c := range curls {
-		url := strings.Replace(c.url, "localhost:8080", "http://"+a.Addr(), 1)
-		req, err := http.NewRequest(c.method, url, strings.NewReader(c.data))
+		url := "http://" + r.Replace(c.url)
+		req, err := http.NewRequest(c.method, url, strings.NewReader(r.Replace(c.data)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -450,18 +471,89 @@ func TestReadmeCurlExamples(t *testing.T) {
 		body, _ := io.ReadAll(res.Body)
 		res.Body.Close()
 		if res.StatusCode/100 != 2 {
-			t.Errorf("README: curl %s %s → %d %s", c.method, c.url, res.StatusCode, body)
+			t.Errorf("%s: curl %s %s → %d %s", doc, c.method, c.url, res.StatusCode, body)
 		}
+	}
+}
+
+var simNumberFlag = regexp.MustCompile(`--number ([0-9]+):([A-Za-z0-9_-]+)`)
+
+// TestAPIDocCurlExamples runs the curl examples of docs/api.md against a
+// real gateway and the simulator they name, as curl would send them: the
+// key exported there is the gateway's, the simulator has the number and
+// token the text gives it, and every curl answers 2xx.
+func TestAPIDocCurlExamples(t *testing.T) {
+	lines := section(t, apiDoc, "## Examples")
+	env, curls := curlBlock(t, lines)
+	if len(curls) < 3 || env["WAMUX_API_KEYS"] == "" {
+		t.Fatalf("%s examples: %d curl commands, WAMUX_API_KEYS %q", apiDoc, len(curls), env["WAMUX_API_KEYS"])
+	}
+	m := simNumberFlag.FindStringSubmatch(strings.Join(lines, "\n"))
+	if m == nil {
+		t.Fatalf("%s examples do not say which number the simulator has (--number id:token)", apiDoc)
+	}
+	s, err := sim.New(sim.Config{Numbers: []sim.Number{{PhoneNumberID: m[1], AccessToken: m[2]}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	simSrv := httptest.NewServer(s)
+	t.Cleanup(func() { s.Close() })
+	t.Cleanup(simSrv.Close)
+
+	cfg := config.Default()
+	cfg.Listen, cfg.DataDir, cfg.APIKeys = "127.0.0.1:0", t.TempDir(), []string{env["WAMUX_API_KEYS"]}
+	a := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := a.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		a.Stop(ctx)
+	})
+	runCurls(t, apiDoc, a.Addr(), curls, "http://127.0.0.1:8090", simSrv.URL)
+}
+
+// TestConfigDocCurlExample: the PATCH /v1/config example of
+// docs/configuration.md is taken by a real gateway.
+func TestConfigDocCurlExample(t *testing.T) {
+	_, curls := curlBlock(t, section(t, configDoc, "## Runtime settings (`/v1/config`)"))
+	if len(curls) == 0 {
+		t.Fatalf("%s: no curl example for /v1/config", configDoc)
+	}
+	for i := range curls {
+		curls[i].header.Set("Authorization", "Bearer "+startAppKey)
+	}
+	runCurls(t, configDoc, startApp(t).Addr(), curls)
+}
+
+// TestConfigDocExampleFile: the config file docs/configuration.md shows
+// loads, settings included.
+func TestConfigDocExampleFile(t *testing.T) {
+	blocks := codeBlocks(section(t, configDoc, "## Flags, environment and config file"), "yaml")
+	if len(blocks) == 0 {
+		t.Fatalf("%s shows no config file", configDoc)
+	}
+	file := filepath.Join(t.TempDir(), "wamux.yaml")
+	if err := os.WriteFile(file, []byte(strings.Join(blocks[0], "\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load([]string{"--config", file}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatalf("%s: the example config file: %v", configDoc, err)
+	}
+	if len(c.Settings) == 0 {
+		t.Errorf("%s: the example config file sets no runtime settings", configDoc)
 	}
 }
 
 var routeCell = regexp.MustCompile("^(GET|POST|PATCH|PUT|DELETE) (/[^ ]*)$")
 
-// TestReadmeRoutesServed: every route of the README's API table is served
-// (a request to it is not the router's 404 or 405) and every answer
-// carries X-Request-Id.
-func TestReadmeRoutesServed(t *testing.T) {
-	rows := tableRows(section(t, readme(t), "## HTTP API"))
+// TestAPIDocRoutesServed: every route of the endpoint table of docs/api.md
+// is served (a request to it is not the router's 404 or 405) and every
+// answer carries X-Request-Id.
+func TestAPIDocRoutesServed(t *testing.T) {
+	rows := tableRows(section(t, apiDoc, "## Endpoints"))
 	a := startApp(t)
 	n := 0
 	for _, r := range rows {
@@ -473,7 +565,7 @@ func TestReadmeRoutesServed(t *testing.T) {
 				// "`POST /v1/messages/{msg_id}/release`, `/drop`": a sibling.
 				path = path[:strings.LastIndex(path, "/")] + s
 			} else {
-				t.Errorf("README API table: cannot read route %q", s)
+				t.Errorf("%s endpoint table: cannot read route %q", apiDoc, s)
 				continue
 			}
 			n++
@@ -495,7 +587,7 @@ func TestReadmeRoutesServed(t *testing.T) {
 			raw, _ := io.ReadAll(res.Body)
 			res.Body.Close()
 			if res.StatusCode == http.StatusMethodNotAllowed || strings.Contains(string(raw), "no such endpoint") {
-				t.Errorf("README lists %s %s; the gateway answers %d %s", method, path, res.StatusCode, raw)
+				t.Errorf("%s lists %s %s; the gateway answers %d %s", apiDoc, method, path, res.StatusCode, raw)
 			}
 			if res.Header.Get("X-Request-Id") == "" {
 				t.Errorf("%s %s: no X-Request-Id", method, path)
@@ -503,7 +595,7 @@ func TestReadmeRoutesServed(t *testing.T) {
 		}
 	}
 	if n < 15 {
-		t.Fatalf("only %d routes read from the README's API table", n)
+		t.Fatalf("only %d routes read from the endpoint table of %s", n, apiDoc)
 	}
 }
 
@@ -530,16 +622,17 @@ func doJSON(t *testing.T, a *app.App, method, path, body string, out any) {
 	}
 }
 
-// TestBloomMemoryFigures: the memory the README and `wamux serve --help`
-// state for receipt_bloom_per_hour is what the filter allocates.
+// TestBloomMemoryFigures: the memory docs/configuration.md and
+// `wamux serve --help` state for receipt_bloom_per_hour is what the
+// filter allocates.
 func TestBloomMemoryFigures(t *testing.T) {
 	total := receipts.BloomConfig{ExpectedPerHour: config.ReceiptBloomPerHourDefault}.MemoryBytes()
 	perKey := int(math.Round(float64(total) / config.ReceiptBloomPerHourDefault))
 	mb := int(math.Round(float64(total) / 1e6))
-	text := strings.Join(readme(t), "\n")
+	text := strings.Join(docLines(t, configDoc), "\n")
 	want := fmt.Sprintf("~%d bytes each (%d MB by default)", perKey, mb)
 	if !strings.Contains(text, want) {
-		t.Errorf("README should say %q for receipt_bloom_per_hour", want)
+		t.Errorf("%s should say %q for receipt_bloom_per_hour", configDoc, want)
 	}
 	var help strings.Builder
 	config.Load([]string{"--help"}, func(string) string { return "" }, &help)

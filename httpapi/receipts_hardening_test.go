@@ -221,7 +221,7 @@ func TestReceiptsBatchFullBodyNo5xx(t *testing.T) {
 }
 
 // TestReceiptsBatchNamesBadReceipt: a batch refused for one receipt names
-// it as receipts[i], whichever check refuses it (the README's promise an
+// it as receipts[i], whichever check refuses it (docs/api.md's promise an
 // agent's author relies on to find the receipt), and stores nothing.
 func TestReceiptsBatchNamesBadReceipt(t *testing.T) {
 	b := newHardeningBundle(t)

@@ -90,7 +90,7 @@ func newFullServer(t *testing.T) *fullServer {
 	return &fullServer{api: api, srv: srv, store: st, set: set, pipes: pipes, logs: logs}
 }
 
-// The routes README's API table documents: /v1 ones need an API key, the
+// The routes the endpoint table of docs/api.md documents: /v1 ones need an API key, the
 // others are open (health, metrics, dashboard) or signed (webhook).
 var (
 	keyedRoutes = []string{

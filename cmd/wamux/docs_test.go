@@ -12,11 +12,22 @@ import (
 )
 
 // docFiles are the documents that show wamux command lines.
-var docFiles = []string{"../../README.md", "../../docs/BENCHMARKS.md"}
+var docFiles = []string{"../../README.md", "../../docs/BENCHMARKS.md", "../../docs/api.md",
+	"../../docs/configuration.md", "../../docs/durability.md", "../../docs/operations.md",
+	"../../docs/simulator.md"}
 
 // docCommand matches a wamux command line in a document: from the
-// subcommand to the end of the code span or line.
-var docCommand = regexp.MustCompile("wamux ((?:serve|sim|demo|bench)(?:[^`\n|#&]*))")
+// subcommand to the end of the code span or line, or to a redirection.
+var docCommand = regexp.MustCompile("wamux ((?:serve|sim|demo|bench)(?:[^`\n|#&>]*))")
+
+// shellSubst is a quoted command substitution, such as "$(mktemp -d)": a
+// value the shell computes.
+var shellSubst = regexp.MustCompile(`"\$\([^)]*\)"`)
+
+// joinContinuations joins the lines a backslash continues.
+func joinContinuations(text string) string {
+	return strings.ReplaceAll(text, "\\\n", " ")
+}
 
 // documentedCommands returns the argument lists of every wamux command the
 // documents show, with the placeholders of prose ("[--x]", "…", FILE)
@@ -29,8 +40,8 @@ func documentedCommands(t *testing.T) map[string][]string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, m := range docCommand.FindAllStringSubmatch(string(raw), -1) {
-			line := strings.NewReplacer("[", " ", "]", " ", "…", " ").Replace(m[1])
+		for _, m := range docCommand.FindAllStringSubmatch(joinContinuations(string(raw)), -1) {
+			line := strings.NewReplacer("[", " ", "]", " ", "…", " ").Replace(shellSubst.ReplaceAllString(m[1], "VALUE"))
 			var args []string
 			for _, w := range strings.Fields(line) {
 				if w == "or" || w == "before" { // prose after a code span
@@ -49,8 +60,8 @@ func documentedCommands(t *testing.T) map[string][]string {
 }
 
 // TestDocumentedCommandsParse: every wamux command line the README and
-// docs/BENCHMARKS.md show still parses (the subcommand, kind and each
-// flag exist and take the value shown). Each runs with --help added, so
+// the docs show still parses (the subcommand, kind and each flag exist
+// and take the value shown). Each runs with --help added, so
 // nothing is started; the context is cancelled in case something is.
 func TestDocumentedCommandsParse(t *testing.T) {
 	cmds := documentedCommands(t)
@@ -71,9 +82,9 @@ func TestDocumentedCommandsParse(t *testing.T) {
 	}
 }
 
-// TestDocumentedFlagsExist: every --flag the README and
-// docs/BENCHMARKS.md name, in a command line or in prose, is a flag of
-// some wamux command, as its --help shows.
+// TestDocumentedFlagsExist: every --flag the README and the docs name, in
+// a command line or in prose, is a flag of some wamux command, as its
+// --help shows.
 func TestDocumentedFlagsExist(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -95,13 +106,14 @@ func TestDocumentedFlagsExist(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Flags in code spans and code blocks of the document.
+		// Flags in code spans and in the lines of code blocks.
 		text := string(raw)
 		var code []string
-		code = append(code, flagRef.FindAllString(text, -1)...)
-		for i, block := range strings.Split(text, "```") {
-			if i%2 == 1 {
-				code = append(code, block)
+		for i, part := range strings.Split(text, "```") {
+			if i%2 == 0 {
+				code = append(code, flagRef.FindAllString(part, -1)...)
+			} else {
+				code = append(code, strings.Split(joinContinuations(part), "\n")...)
 			}
 		}
 		for _, c := range code {
@@ -124,8 +136,8 @@ func TestDocumentedFlagsExist(t *testing.T) {
 }
 
 // TestBenchProfilesInAnyOrder: the profile flags before the kind may come
-// in any order, as the README names them ("--cpuprofile=FILE or
-// --memprofile=FILE before the kind"), and each writes its file.
+// in any order, as docs/simulator.md names them ("--cpuprofile=FILE,
+// --memprofile=FILE or --trace=FILE (before the kind, in any order)"), and each writes its file.
 func TestBenchProfilesInAnyOrder(t *testing.T) {
 	dir := t.TempDir()
 	cpu, mem, trace := filepath.Join(dir, "cpu"), filepath.Join(dir, "mem"), filepath.Join(dir, "trace")
