@@ -14,10 +14,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wamux/wamux/internal/testwait"
 )
 
 // walkthroughBuild is the line of the walk-through that builds the binary;
@@ -264,35 +267,27 @@ func TestReadmeWalkthrough(t *testing.T) {
 }
 
 // waitMessageStatus polls GET /v1/messages/{id} with the API key until
-// its status is one of want, failing the test at the deadline.
+// its status is one of want, failing the test after 30 s.
 func waitMessageStatus(ctx context.Context, t *testing.T, gateway, key, id string, want ...string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	last := ""
-	for {
+	testwait.ForNil(t, 30*time.Second, func() error {
 		req, err := http.NewRequestWithContext(ctx, "GET", gateway+"/v1/messages/"+id, nil)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		req.Header.Set("Authorization", "Bearer "+key)
-		if res, err := http.DefaultClient.Do(req); err == nil {
-			var m walkthroughMessage
-			_ = json.NewDecoder(res.Body).Decode(&m)
-			res.Body.Close()
-			last = m.Status
-			for _, w := range want {
-				if m.Status == w {
-					return
-				}
-			}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("message %s is %q after %v; want one of %v", id, last, 30*time.Second, want)
-		case <-tick.C:
+		defer res.Body.Close()
+		var m walkthroughMessage
+		if err := json.NewDecoder(res.Body).Decode(&m); err != nil {
+			return fmt.Errorf("GET /v1/messages/%s: %d: %w", id, res.StatusCode, err)
 		}
-	}
+		if !slices.Contains(want, m.Status) {
+			return fmt.Errorf("message %s is %q; want one of %v", id, m.Status, want)
+		}
+		return nil
+	})
 }
