@@ -74,7 +74,7 @@ type App struct {
 func New(cfg config.Config, log *slog.Logger) *App {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	// Lines logged with a request's context carry its request_id (issue 6).
+	// Lines logged with a request's context carry its request_id.
 	log = slog.New(httpapi.WithRequestIDs(log.Handler()))
 	return &App{cfg: cfg, log: log, registry: reg, fatal: make(chan error, 1)}
 }
@@ -101,7 +101,7 @@ func (a *App) Settings() *settings.Manager { return a.settings }
 // it like PATCH /v1/config: validated as a whole (nothing changes when any
 // key or value is bad), each change logged with its old and new value,
 // picked up by the running pipelines without a restart. `wamux serve`
-// calls it on SIGHUP (issue 6).
+// calls it on SIGHUP.
 func (a *App) Reload(ctx context.Context) error {
 	a.mu.Lock()
 	set, file := a.settings, a.cfg.File
@@ -375,7 +375,7 @@ func (a *App) Stop(ctx context.Context) error {
 	if err := <-a.serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		errs = append(errs, fmt.Errorf("serve http: %w", err))
 	}
-	if err := a.receipts.Stop(ctx); err != nil { // issue 5: intake is closed; drain
+	if err := a.receipts.Stop(ctx); err != nil { // intake is closed; drain
 		errs = append(errs, err)
 	}
 	if err := <-dispatcherStopped; err != nil {

@@ -133,7 +133,7 @@ func (s *Server) observe(r *http.Request, route string, status int, elapsed time
 		level = slog.LevelWarn
 	}
 	// Asked first: building the request's logger and the record costs
-	// a few µs per request, and at debug level nobody reads it.
+	// time on every request, and at debug level nobody reads it.
 	if s.log.Enabled(r.Context(), level) {
 		s.logger(r).Log(r.Context(), level, "http request", "method", r.Method, "route", route, "status", status, "duration", elapsed)
 	}

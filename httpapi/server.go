@@ -60,7 +60,7 @@ type Config struct {
 	// the endpoint is not served.
 	Settings *settings.Manager
 	// Receipts is the receipt pipeline behind /webhook and
-	// /v1/receipts:batch; without it those are not served (issue 5).
+	// /v1/receipts:batch; without it those are not served.
 	Receipts Receipts
 	// AppSecret verifies webhook signatures: one Meta app secret, or
 	// several separated by commas (webhooks of several apps, or the old and
@@ -132,7 +132,7 @@ func (s *Server) routes() http.Handler {
 	handle := func(pattern string, h http.HandlerFunc) { register(pattern, h) }
 	handle("GET /healthz", s.handleHealthz)
 	handle("GET /readyz", s.handleReadyz)
-	handle("GET /{$}", s.handleDashboard) // dashboard.go: the live dashboard (issue 6)
+	handle("GET /{$}", s.handleDashboard) // the live dashboard
 	handle("GET /ui/state", s.handleUIState)
 	handle("GET /ui/{file}", s.handleUIAsset)
 	register("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))

@@ -78,13 +78,12 @@ func (s *Server) handleWebhookVerify(w http.ResponseWriter, r *http.Request) {
 // Meta redelivers anything we could not keep. Poison inside a signed
 // notification (a status without id, a bad timestamp or one of another
 // JSON type, an inbound message whose id no store can key) is
-// dead-lettered and still answered 200:
-// redelivering it would never help. A notification
-// none of whose phone numbers belong to an account is refused (404) and
-// nothing is stored, so Meta keeps it until the account is added; beside
-// a known number, an unknown one's statuses go to a dead letter. Changes
-// of other subscriptions sharing the callback URL (a field other than
-// "messages": flows, calls, template updates) are ignored.
+// dead-lettered and still answered 200: redelivering it would never help.
+// A notification none of whose phone numbers belong to an account is
+// refused (404) and nothing is stored, so Meta keeps it until the account
+// is added; beside a known number, an unknown one's statuses go to a dead
+// letter. Changes of other subscriptions sharing the callback URL (a field
+// other than "messages": flows, calls, template updates) are ignored.
 func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyWebhook))
 	if err != nil {

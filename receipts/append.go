@@ -13,15 +13,13 @@ const maxAppendRows = 4096
 
 // Holding a group commit open (collect). While the process's CPUs are
 // busy, every log append costs CPU that the requests waiting for it need:
-// a writer transaction, an fsync (about 100 µs of kernel time each on the
-// benchmark machine) and the wake-ups of everyone it answers. There the
+// a writer transaction, an fsync and the wake-ups of everyone it answers.
+// There the
 // appender keeps a group open while calls keep arriving, up to
 // appendGroupRows receipts, appendGap after the last arrival and
 // Config.AppendHold in all, so fewer, larger appends do the same work.
 // When the CPUs are not busy it appends at once: waiting would only add
-// latency. At 256 webhooks in flight on 2 vCPUs this took about 10 % off
-// the CPU per POST and raised POSTs/s by about 15 %, with no change at 32
-// in flight (docs/BENCHMARKS.md, thirteenth session).
+// latency.
 const (
 	appendGroupRows  = 128
 	appendGapDefault = 500 * time.Microsecond

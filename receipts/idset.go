@@ -4,14 +4,11 @@ import "hash/maphash"
 
 // idSet is one account's L1 cache: the last size receipt ids used, least
 // recently used out first, each with whether a copy carrying callback data
-// was among them. Exactly what simplelru.LRU did for it, built
-// for what a receipt flood asks of it: the entries live in one slice
-// linked by index (no node per id for the collector to trace, none to
-// allocate), and an open-addressing table of entry indexes, probed by a
-// 64-bit hash kept in each entry, finds them; the ids themselves are
-// compared on a hash match, so the set stays exact. The L1 layer took 6 %
-// of the receipts benchmark's CPU with simplelru (docs/BENCHMARKS.md,
-// fourteenth session).
+// was among them. It is built for a receipt flood: the entries live in
+// one slice linked by index (no node per id for the collector to trace,
+// none to allocate), and an open-addressing table of entry indexes,
+// probed by a 64-bit hash kept in each entry, finds them; the ids
+// themselves are compared on a hash match, so the set stays exact.
 //
 // idSet is not safe for concurrent use; LRU guards each with its
 // account's lock.

@@ -176,10 +176,7 @@ func (p *Pipeline) run(pt *partition) {
 // appendBusyShare on purpose: waiting costs nothing only when the CPUs
 // are saturated, so that what the partition leaves idle others use.
 // Below that the writer is the queue, and a partition that waits for more
-// leaves it idle: with the trigger at 0.7 (or at "a batch was already
-// waiting when the last one was done"), bench receipts, at about 0.7 of
-// its two CPUs, lost 2-8 % receipts/s (docs/BENCHMARKS.md, sixteenth
-// session), while the webhook flood it is for runs at 0.9 and above.
+// leaves it idle; the webhook flood the wait is for runs at 0.9 and above.
 const batchBusyShare = 0.9
 
 // batchMin is how many queued receipts make a batch now: BatchMinBusy

@@ -22,10 +22,9 @@ import (
 const (
 	// PartitionsDefault is 4: each partition's processor issues its own
 	// store writes, so fewer partitions make larger batches and fewer
-	// write requests for the one SQLite writer, which bounds the pipeline
-	// (bench receipts on 2 cores: 4 partitions +3 to +4 % over 8, 2 about
-	// the same as 4; docs/BENCHMARKS.md, ninth session), while a poison
-	// account still holds up only a quarter of the accounts.
+	// write requests for the one SQLite writer, which bounds the
+	// pipeline, while a poison account still holds up only a quarter of
+	// the accounts.
 	PartitionsDefault = 4
 	// BatchMinDefault and BatchWaitDefault: a partition processes as soon
 	// as 50 receipts wait, or 200 ms after the first one arrived.
@@ -35,14 +34,10 @@ const (
 	// BatchMin while the process's CPUs are saturated, still no longer
 	// than BatchWait. Every batch pays a fixed share of work whatever its
 	// size (a Bloom pass, a state read, a write request and its commit, a
-	// message lookup, an acknowledgement), and under a flood of webhooks,
-	// one status each, batches of about 50 made that share the larger part
-	// of a receipt's cost: 200,000 receipts went through 2,904 batches, and
-	// with batches of 1024 `bench receipts --batch 1 --callers 256` used
-	// 26 instead of 36 µs of CPU per receipt. `bench webhook --concurrency
-	// 256` saturates the CPUs and uses about 5 % less CPU per POST with it
-	// (docs/BENCHMARKS.md, sixteenth session). Merged states then lag their
-	// receipts by up to BatchWait; acknowledgements of Ingest do not wait.
+	// message lookup, an acknowledgement); under a flood of webhooks, one
+	// status each, small batches make that share most of a receipt's
+	// cost. Merged states then lag their receipts by up to BatchWait;
+	// acknowledgements of Ingest do not wait.
 	BatchMinBusyDefault = 1024
 	// BatchMaxDefault caps one batch, so a backlog is worked off in large
 	// batches (fewer commits) but no batch holds a partition for long.
@@ -63,8 +58,8 @@ const (
 	// per-second rate, when the user sends it; once that moment is past,
 	// charging it would only slow our sends without sparing a single
 	// 130429. Two seconds cover the timestamp's truncation to whole
-	// seconds (up to 1 s) and Meta's delivery latency (median ≤ 250 ms,
-	// under 1 % over 1 s; reference §3). Redeliveries and the backlog Meta
+	// seconds (up to 1 s) and Meta's delivery latency (rarely over 1 s).
+	// Redeliveries and the backlog Meta
 	// sends after an outage of our endpoint are older and cost nothing.
 	// A timestamp as far ahead of our clock counts as recent (clock skew).
 	InboundChargeWindow = 2 * time.Second

@@ -34,7 +34,7 @@ type Store interface {
 	ReceiptStore
 	RoutingStore
 	SettingsStore
-	PipelineStore // issue 5: receipt pipeline
+	PipelineStore // the receipt pipeline
 }
 
 // AccountStore keeps the business phone numbers.

@@ -30,7 +30,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 2
 	}
 	log := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
-	// SIGHUP re-reads the config file's settings (issue 6); a bad file is
+	// SIGHUP re-reads the config file's settings; a bad file is
 	// logged and changes nothing. Caught from here on, so an early HUP
 	// does not end the process.
 	hup := make(chan os.Signal, 1)

@@ -40,7 +40,7 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("ConcurrentClientSeq", func(t *testing.T) { testConcurrentClientSeq(t, newStore(t)) })
 	t.Run("FailuresStayIsolated", func(t *testing.T) { testFailuresIsolated(t, newStore(t)) })
 	t.Run("Closed", func(t *testing.T) { testClosed(t, newStore(t)) })
-	t.Run("Pipeline", func(t *testing.T) { testPipeline(t, newStore) }) // issue 5
+	t.Run("Pipeline", func(t *testing.T) { testPipeline(t, newStore) })
 }
 
 func ctx(t *testing.T) context.Context { return t.Context() }
