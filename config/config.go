@@ -168,20 +168,60 @@ func (c Config) Validate() error {
 // subcommand name) and the environment. Usage and flag errors are written
 // to out. It returns flag.ErrHelp when --help was asked for.
 func Load(args []string, getenv func(string) string, out io.Writer) (Config, error) {
+	flags, err := parseFlags(args, out)
+	if err != nil {
+		return Config{}, err
+	}
 	c := Default()
+	if path := flags.configPath(getenv); path != "" {
+		if err := readFile(path, &c); err != nil {
+			return Config{}, err
+		}
+		c.File = path
+	}
+	if err := applyEnv(&c, getenv); err != nil {
+		return Config{}, err
+	}
+	flags.applyTo(&c)
+	if err := c.check(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// serveFlags are the parsed command-line flags of `wamux serve`.
+type serveFlags struct {
+	set          *flag.FlagSet
+	configFile   *string
+	listen       *string
+	dataDir      *string
+	store        *string
+	kafka        *string
+	redis        *string
+	logFormat    *string
+	logLevel     *string
+	shutdown     *time.Duration
+	bloomPerHour *int
+}
+
+// parseFlags parses args, writing usage and flag errors to out.
+func parseFlags(args []string, out io.Writer) (*serveFlags, error) {
 	fs := flag.NewFlagSet("wamux serve", flag.ContinueOnError)
 	fs.SetOutput(out)
-	configFile := fs.String("config", "", "YAML configuration file (optional; default $WAMUX_CONFIG)")
-	listen := fs.String("listen", ListenDefault, "HTTP listen address")
-	dataDir := fs.String("data-dir", DataDirDefault, "directory for the embedded SQLite database")
-	storeFlag := fs.String("store", StoreDefault, `"sqlite" or a PostgreSQL URL (postgres://user@host:5432/db)`)
-	kafka := fs.String("kafka", "", "Kafka seed brokers, comma-separated (cluster mode; empty: in-process streams)")
-	redis := fs.String("redis", "", "Redis address host:port (cluster mode; empty: in-process limiter)")
-	logFormat := fs.String("log-format", LogFormatDefault, "log format: text or json")
-	logLevel := fs.String("log-level", LogLevelDefault, "log level: debug, info, warn or error")
-	shutdown := fs.Duration("shutdown-timeout", ShutdownTimeoutDefault, "bound on draining in-flight work at shutdown")
-	bloomPerHour := fs.Int("receipt-bloom-per-hour", ReceiptBloomPerHourDefault,
-		"distinct receipts an hour the receipt Bloom filter is sized for (~141 bytes each)")
+	f := &serveFlags{
+		set:        fs,
+		configFile: fs.String("config", "", "YAML configuration file (optional; default $WAMUX_CONFIG)"),
+		listen:     fs.String("listen", ListenDefault, "HTTP listen address"),
+		dataDir:    fs.String("data-dir", DataDirDefault, "directory for the embedded SQLite database"),
+		store:      fs.String("store", StoreDefault, `"sqlite" or a PostgreSQL URL (postgres://user@host:5432/db)`),
+		kafka:      fs.String("kafka", "", "Kafka seed brokers, comma-separated (cluster mode; empty: in-process streams)"),
+		redis:      fs.String("redis", "", "Redis address host:port (cluster mode; empty: in-process limiter)"),
+		logFormat:  fs.String("log-format", LogFormatDefault, "log format: text or json"),
+		logLevel:   fs.String("log-level", LogLevelDefault, "log level: debug, info, warn or error"),
+		shutdown:   fs.Duration("shutdown-timeout", ShutdownTimeoutDefault, "bound on draining in-flight work at shutdown"),
+		bloomPerHour: fs.Int("receipt-bloom-per-hour", ReceiptBloomPerHourDefault,
+			"distinct receipts an hour the receipt Bloom filter is sized for (~141 bytes each)"),
+	}
 	fs.Usage = func() {
 		fmt.Fprintln(out, "usage: wamux serve [flags]")
 		fmt.Fprintln(out, "\nRuns the gateway. Precedence: flags > WAMUX_* environment > config file > defaults.")
@@ -191,23 +231,52 @@ func Load(args []string, getenv func(string) string, out io.Writer) (Config, err
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return Config{}, err
+		return nil, err
 	}
 	if fs.NArg() > 0 {
-		return Config{}, fmt.Errorf("unexpected arguments: %v", fs.Args())
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
+	return f, nil
+}
 
-	path := *configFile
-	if path == "" {
-		path = getenv("WAMUX_CONFIG")
+// configPath is the configuration file to read: --config, else
+// WAMUX_CONFIG, else "" for none.
+func (f *serveFlags) configPath(getenv func(string) string) string {
+	if *f.configFile != "" {
+		return *f.configFile
 	}
-	if path != "" {
-		if err := readFile(path, &c); err != nil {
-			return Config{}, err
+	return getenv("WAMUX_CONFIG")
+}
+
+// applyTo sets the fields of the flags given explicitly: a flag's default
+// must not undo what the file or the environment said.
+func (f *serveFlags) applyTo(c *Config) {
+	f.set.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "listen":
+			c.Listen = *f.listen
+		case "data-dir":
+			c.DataDir = *f.dataDir
+		case "store":
+			c.Store = *f.store
+		case "kafka":
+			c.Kafka = *f.kafka
+		case "redis":
+			c.Redis = *f.redis
+		case "log-format":
+			c.LogFormat = *f.logFormat
+		case "log-level":
+			c.LogLevel = *f.logLevel
+		case "shutdown-timeout":
+			c.ShutdownTimeout = Duration(*f.shutdown)
+		case "receipt-bloom-per-hour":
+			c.ReceiptBloomPerHour = *f.bloomPerHour
 		}
-		c.File = path
-	}
+	})
+}
 
+// applyEnv sets the fields whose WAMUX_* variable is set and not empty.
+func applyEnv(c *Config, getenv func(string) string) error {
 	env := func(name string, dst *string) {
 		if v := getenv(name); v != "" {
 			*dst = v
@@ -228,51 +297,31 @@ func Load(args []string, getenv func(string) string, out io.Writer) (Config, err
 	if v := getenv("WAMUX_SHUTDOWN_TIMEOUT"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
-			return Config{}, fmt.Errorf("WAMUX_SHUTDOWN_TIMEOUT: %w", err)
+			return fmt.Errorf("WAMUX_SHUTDOWN_TIMEOUT: %w", err)
 		}
 		c.ShutdownTimeout = Duration(d)
 	}
 	if v := getenv("WAMUX_RECEIPT_BLOOM_PER_HOUR"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			return Config{}, fmt.Errorf("WAMUX_RECEIPT_BLOOM_PER_HOUR must be a whole number, got %q", v)
+			return fmt.Errorf("WAMUX_RECEIPT_BLOOM_PER_HOUR must be a whole number, got %q", v)
 		}
 		c.ReceiptBloomPerHour = n
 	}
+	return nil
+}
 
-	// Only flags given explicitly override: a flag's default must not undo
-	// what the file or the environment said.
-	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "listen":
-			c.Listen = *listen
-		case "data-dir":
-			c.DataDir = *dataDir
-		case "store":
-			c.Store = *storeFlag
-		case "kafka":
-			c.Kafka = *kafka
-		case "redis":
-			c.Redis = *redis
-		case "log-format":
-			c.LogFormat = *logFormat
-		case "log-level":
-			c.LogLevel = *logLevel
-		case "shutdown-timeout":
-			c.ShutdownTimeout = Duration(*shutdown)
-		case "receipt-bloom-per-hour":
-			c.ReceiptBloomPerHour = *bloomPerHour
-		}
-	})
+// check validates the assembled configuration and each runtime setting
+// on its own; the gateway checks the settings together with the stored
+// ones when it applies them.
+func (c Config) check() error {
 	if err := c.Validate(); err != nil {
-		return Config{}, fmt.Errorf("invalid configuration: %w", err)
+		return fmt.Errorf("invalid configuration: %w", err)
 	}
-	// Each key and value on its own; the gateway checks them together
-	// with the stored settings when it applies them.
 	if err := settings.Check(c.Settings); err != nil {
-		return Config{}, fmt.Errorf("invalid configuration: config file %s: settings: %w", c.File, err)
+		return fmt.Errorf("invalid configuration: config file %s: settings: %w", c.File, err)
 	}
-	return c, nil
+	return nil
 }
 
 // readFile decodes the YAML file at path over c; unknown keys are an error.
