@@ -344,7 +344,7 @@ func readFile(path string, c *Config) error {
 	return nil
 }
 
-// lineNumber is how yaml.v3 starts each line of a *yaml.TypeError.
+// lineNumber is how the yaml package starts each line of a *yaml.TypeError.
 var lineNumber = regexp.MustCompile(`^line (\d+): `)
 
 // nameKeys adds to each line of a type error the key its value belongs to
@@ -407,7 +407,7 @@ func keysByLine(raw []byte) map[int]string {
 	return keys
 }
 
-// quotedValue is how yaml.v3 quotes a value in its errors ("cannot
+// quotedValue is how the yaml package quotes a value in its errors ("cannot
 // unmarshal !!str `s3cretKEY9` into []string", "cannot decode !!str `…`
 // as a !!int"): from the first backquote to the last, so a backquote
 // inside the value does not end the match early.

@@ -9,10 +9,10 @@ import (
 )
 
 // TestFileWithSeveralDocumentsRefused: a file of several YAML documents
-// ("---" between them, as a pasted block often has) is refused: Load
-// read only the first, so every key of the others, typos included, was
-// silently ignored, against "unknown YAML keys are an error". A lone
-// leading "---" is one document and is fine.
+// ("---" between them, as a pasted block often has) is refused: the
+// decoder reads only the first, so every key of the others, typos
+// included, would be silently ignored, against "unknown YAML keys are an
+// error". A lone leading "---" is one document and is fine.
 func TestFileWithSeveralDocumentsRefused(t *testing.T) {
 	dir := t.TempDir()
 	for name, tc := range map[string]struct {

@@ -153,19 +153,16 @@ type ErrorData struct {
 // object and ignores unknown fields; it does not check the signature (do
 // that first, on the raw bytes, with VerifySignature).
 //
-// Changes of other subscriptions (Field not "messages") share the callback
-// URL and are ignored, so their values need not have the shapes of ours: a
-// body that does not decode as a whole is decoded again change by change,
-// and only the values of "messages" changes (or changes without a field)
-// must decode; the others are left empty. Otherwise an account or template
-// update reusing a name such as "errors" or "metadata" with another type
-// would make Meta's whole notification a 400, redelivered for days.
-// Likewise a "messages" value that does not decode is decoded item by
-// item: a status, inbound message or error of another shape goes to
-// Value.Unreadable and the items beside it are kept (a contact of another
-// shape is dropped: nothing of contacts is used). Only a value whose own
-// shape is wrong (not an object, metadata not an object, statuses not an
-// array) is refused.
+// A refused notification is a 400, which Meta redelivers for days with
+// everything in it, so a body that does not decode as a whole is decoded
+// again change by change (ParseWebhookByChange). Values of other
+// subscriptions' changes (Field not "messages"), which share the callback
+// URL and may use names such as "errors" with other types, are left empty.
+// In a "messages" value, a status, inbound message or error of another
+// shape goes to Value.Unreadable and the items beside it are kept; a
+// contact of another shape is dropped (contacts are not used). Only a
+// value whose own shape is wrong (not an object, metadata not an object,
+// statuses not an array) is refused.
 func ParseWebhook(body []byte) (*Webhook, error) {
 	var w Webhook
 	if err := json.Unmarshal(body, &w); err != nil {
