@@ -42,41 +42,10 @@ func (s *Server) handleReceiptsBatch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	if req.AccountID == "" {
-		writeError(w, r, wamux.Errorf(wamux.EInvalid, "account_id is required"))
+	rs, err := req.receipts()
+	if err != nil {
+		writeError(w, r, err)
 		return
-	}
-	if !wamux.ValidAccountID(req.AccountID) {
-		// Not looked up, and not quoted back: it may be megabytes long.
-		writeError(w, r, wamux.Errorf(wamux.EInvalid, "account_id must be an account's id: 1-64 letters, digits, '_', '-' or '.'"))
-		return
-	}
-	if len(req.Receipts) == 0 {
-		writeError(w, r, wamux.Errorf(wamux.EInvalid, "receipts must hold at least one receipt"))
-		return
-	}
-	if len(req.Receipts) > MaxBatchReceipts {
-		writeError(w, r, wamux.Errorf(wamux.EInvalid, "at most %d receipts per batch", MaxBatchReceipts))
-		return
-	}
-	rs := make([]wamux.Receipt, len(req.Receipts))
-	for i, in := range req.Receipts {
-		typ, err := wamux.ParseReceiptType(in.Type)
-		if err != nil {
-			writeError(w, r, wamux.Errorf(wamux.EInvalid, "receipts[%d]: %s", i, wamux.ErrorMessage(err)))
-			return
-		}
-		if in.EventTime == nil || *in.EventTime <= 0 {
-			writeError(w, r, wamux.Errorf(wamux.EInvalid, "receipts[%d]: event_time (unix milliseconds) is required", i))
-			return
-		}
-		if in.Version != nil {
-			if want, ok := typeVersion[typ]; *in.Version < 0 || (ok && *in.Version != 0 && *in.Version != want) {
-				writeError(w, r, wamux.Errorf(wamux.EInvalid, "receipts[%d]: version %d does not match type %s", i, *in.Version, typ))
-				return
-			}
-		}
-		rs[i] = wamux.Receipt{MessageID: in.MessageID, AccountID: req.AccountID, Type: typ, EventTime: time.UnixMilli(*in.EventTime).UTC()}
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.storeTimeout)
 	defer cancel()
@@ -98,6 +67,41 @@ func (s *Server) handleReceiptsBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]int{"accepted": res.Accepted, "duplicates": res.Duplicates})
+}
+
+// receipts validates the whole batch and returns its receipts; the error
+// names the first bad one.
+func (req *receiptsBatchRequest) receipts() ([]wamux.Receipt, error) {
+	if req.AccountID == "" {
+		return nil, wamux.Errorf(wamux.EInvalid, "account_id is required")
+	}
+	if !wamux.ValidAccountID(req.AccountID) {
+		// Not looked up, and not quoted back: it may be megabytes long.
+		return nil, wamux.Errorf(wamux.EInvalid, "account_id must be an account's id: 1-64 letters, digits, '_', '-' or '.'")
+	}
+	if len(req.Receipts) == 0 {
+		return nil, wamux.Errorf(wamux.EInvalid, "receipts must hold at least one receipt")
+	}
+	if len(req.Receipts) > MaxBatchReceipts {
+		return nil, wamux.Errorf(wamux.EInvalid, "at most %d receipts per batch", MaxBatchReceipts)
+	}
+	rs := make([]wamux.Receipt, len(req.Receipts))
+	for i, in := range req.Receipts {
+		typ, err := wamux.ParseReceiptType(in.Type)
+		if err != nil {
+			return nil, wamux.Errorf(wamux.EInvalid, "receipts[%d]: %s", i, wamux.ErrorMessage(err))
+		}
+		if in.EventTime == nil || *in.EventTime <= 0 {
+			return nil, wamux.Errorf(wamux.EInvalid, "receipts[%d]: event_time (unix milliseconds) is required", i)
+		}
+		if in.Version != nil {
+			if want, ok := typeVersion[typ]; *in.Version < 0 || (ok && *in.Version != 0 && *in.Version != want) {
+				return nil, wamux.Errorf(wamux.EInvalid, "receipts[%d]: version %d does not match type %s", i, *in.Version, typ)
+			}
+		}
+		rs[i] = wamux.Receipt{MessageID: in.MessageID, AccountID: req.AccountID, Type: typ, EventTime: time.UnixMilli(*in.EventTime).UTC()}
+	}
+	return rs, nil
 }
 
 // listLimit reads ?limit= (1..1000, default 100). The route takes no

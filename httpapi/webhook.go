@@ -85,30 +85,9 @@ func (s *Server) handleWebhookVerify(w http.ResponseWriter, r *http.Request) {
 // letter. Changes of other subscriptions sharing the callback URL (a field
 // other than "messages": flows, calls, template updates) are ignored.
 func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyWebhook))
+	hook, err := s.readWebhook(w, r)
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			writeError(w, r, wamux.Errorf(wamux.ETooLarge, "webhook body exceeds %d bytes", MaxBodyWebhook))
-			return
-		}
-		writeError(w, r, wamux.Errorf(wamux.EInvalid, "webhook body could not be read"))
-		return
-	}
-	if !cloudapi.VerifySignatureAny(r.Header.Get(cloudapi.SignatureHeader), body, s.appSecrets) {
-		if len(s.appSecrets) == 0 {
-			s.logger(r).Warn("webhook refused: no app secret is configured (WAMUX_APP_SECRET)")
-		}
-		writeError(w, r, wamux.Errorf(wamux.EUnauthorized, "missing or invalid %s", cloudapi.SignatureHeader))
-		return
-	}
-	hook, err := cloudapi.ParseWebhook(body)
-	if err != nil {
-		writeError(w, r, wamux.Errorf(wamux.EInvalid, "webhook body is not a JSON notification"))
-		return
-	}
-	if hook.Object != cloudapi.ObjectWhatsApp {
-		writeError(w, r, wamux.Errorf(wamux.EInvalid, "webhook object must be %q", cloudapi.ObjectWhatsApp))
+		writeError(w, r, err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.storeTimeout)
@@ -122,26 +101,64 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, wamux.Errorf(wamux.ENotFound, "no account has the notification's phone_number_id"))
 		return
 	}
+	if doing, err := s.keepWebhook(ctx, &n); err != nil {
+		s.fail(w, r, doing, err)
+		return
+	}
+	writeWebhookAnswer(w, &n)
+}
+
+// readWebhook reads a notification's body, checks its signature on the
+// raw bytes and parses it; the error is the domain error to answer.
+func (s *Server) readWebhook(w http.ResponseWriter, r *http.Request) (*cloudapi.Webhook, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyWebhook))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, wamux.Errorf(wamux.ETooLarge, "webhook body exceeds %d bytes", MaxBodyWebhook)
+		}
+		return nil, wamux.Errorf(wamux.EInvalid, "webhook body could not be read")
+	}
+	if !cloudapi.VerifySignatureAny(r.Header.Get(cloudapi.SignatureHeader), body, s.appSecrets) {
+		if len(s.appSecrets) == 0 {
+			s.logger(r).Warn("webhook refused: no app secret is configured (WAMUX_APP_SECRET)")
+		}
+		return nil, wamux.Errorf(wamux.EUnauthorized, "missing or invalid %s", cloudapi.SignatureHeader)
+	}
+	hook, err := cloudapi.ParseWebhook(body)
+	if err != nil {
+		return nil, wamux.Errorf(wamux.EInvalid, "webhook body is not a JSON notification")
+	}
+	if hook.Object != cloudapi.ObjectWhatsApp {
+		return nil, wamux.Errorf(wamux.EInvalid, "webhook object must be %q", cloudapi.ObjectWhatsApp)
+	}
+	return hook, nil
+}
+
+// keepWebhook makes what n carries durable: receipts, inbound messages and
+// dead letters. On error it also says what it was doing.
+func (s *Server) keepWebhook(ctx context.Context, n *normalized) (string, error) {
 	if len(n.receipts) > 0 {
 		if _, err := s.receipts.Ingest(ctx, "webhook", n.receipts); err != nil {
-			s.fail(w, r, "webhook: ingest receipts", err)
-			return
+			return "webhook: ingest receipts", err
 		}
 	}
 	if err := s.receipts.AddInbound(ctx, n.inbound); err != nil {
-		s.fail(w, r, "webhook: store inbound messages", err)
-		return
+		return "webhook: store inbound messages", err
 	}
 	for reason, ds := range n.dead {
 		if err := s.receipts.DeadLetter(ctx, reason, ds); err != nil {
-			s.fail(w, r, "webhook: store dead letters", err)
-			return
+			return "webhook: store dead letters", err
 		}
 	}
-	// The answer is what writeJSON makes of {"inbound": …, "receipts": …}
-	// (keys in order, a newline), built by hand: every status of a flood
-	// comes through here, and encoding a map costs more than the rest of
-	// the answer.
+	return "", nil
+}
+
+// writeWebhookAnswer answers 200 with what writeJSON makes of
+// {"inbound": …, "receipts": …} (keys in order, a newline), built by hand:
+// every status of a flood comes through here, and encoding a map costs
+// more than the rest of the answer.
+func writeWebhookAnswer(w http.ResponseWriter, n *normalized) {
 	answer := make([]byte, 0, 40)
 	answer = append(answer, `{"inbound":`...)
 	answer = strconv.AppendInt(answer, int64(len(n.inbound)), 10)

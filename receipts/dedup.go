@@ -95,8 +95,30 @@ func (b *Bloom) Dedup(ctx context.Context, keys []store.ReceiptKey, callback []b
 	on := b.Enabled()
 	hour := hourOf(b.now())
 	dup := make([]bool, len(keys))
-	locs := make([][]uint64, len(keys)) // under the key a receipt is added with; nil for in-batch repeats
-	var alt [][]uint64                  // for receipts without callback data: their callback key's
+	locs, alt := b.locations(keys, callback, on, dup, &st)
+	check, checkCB := b.toConfirm(locs, alt, callback, on, hour, &st)
+	if err := confirmKeys(ctx, confirm, false, keys, check, on, dup, &st); err != nil {
+		return nil, st, err
+	}
+	if err := confirmKeys(ctx, confirm, true, keys, checkCB, on, dup, &st); err != nil {
+		return nil, st, err
+	}
+	b.mu.Lock()
+	for _, l := range locs {
+		if l != nil {
+			b.add(l, hour)
+		}
+	}
+	b.mu.Unlock()
+	return dup, st, nil
+}
+
+// locations marks the repeats inside the batch in dup and returns, for
+// every other key, the bit locations it is added under (locs: its callback
+// key when its receipt carries callback data) and, for a receipt without,
+// those of its callback key too (alt; only while the filter is on).
+func (b *Bloom) locations(keys []store.ReceiptKey, callback []bool, on bool, dup []bool, st *DedupStats) (locs, alt [][]uint64) {
+	locs = make([][]uint64, len(keys)) // nil for in-batch repeats
 	var first copies
 	if len(keys) > 1 {
 		first = make(copies, len(keys))
@@ -127,10 +149,15 @@ func (b *Bloom) Dedup(ctx context.Context, keys []store.ReceiptKey, callback []b
 			alt[i] = l
 		}
 	}
+	return locs, alt
+}
 
-	// The keys to confirm, by how: any stored copy, or one with callback data.
-	var check, checkCB []int
+// toConfirm lists the keys to confirm against the store, by how: any
+// stored copy (check), or one with callback data (checkCB). With the
+// filter on those are its hits; off, every key but in-batch repeats.
+func (b *Bloom) toConfirm(locs, alt [][]uint64, callback []bool, on bool, hour int64, st *DedupStats) (check, checkCB []int) {
 	b.mu.RLock()
+	defer b.mu.RUnlock()
 	live := b.live(hour)
 	for i, l := range locs {
 		cb := callback != nil && callback[i]
@@ -149,23 +176,7 @@ func (b *Bloom) Dedup(ctx context.Context, keys []store.ReceiptKey, callback []b
 			check = append(check, i)
 		}
 	}
-	b.mu.RUnlock()
-
-	if err := confirmKeys(ctx, confirm, false, keys, check, on, dup, &st); err != nil {
-		return nil, st, err
-	}
-	if err := confirmKeys(ctx, confirm, true, keys, checkCB, on, dup, &st); err != nil {
-		return nil, st, err
-	}
-
-	b.mu.Lock()
-	for _, l := range locs {
-		if l != nil {
-			b.add(l, hour)
-		}
-	}
-	b.mu.Unlock()
-	return dup, st, nil
+	return check, checkCB
 }
 
 // confirmKeys asks confirm whether keys[idx] are stored (with callback

@@ -57,6 +57,35 @@ func (p *Pipeline) resolve(ctx context.Context, rs []*resolution) error {
 	if len(rs) == 0 {
 		return nil
 	}
+	found, err := p.findMessages(ctx, rs)
+	if err != nil {
+		return err
+	}
+	var updates []store.MessageUpdate
+	var srcs []*resolution
+	for _, r := range rs {
+		u, result := found.updateFor(r)
+		if result != "" {
+			p.m.resolved.WithLabelValues(result).Inc()
+		}
+		if u.MsgID == "" {
+			continue
+		}
+		updates = append(updates, u)
+		srcs = append(srcs, r)
+	}
+	return p.applyUpdates(ctx, updates, srcs)
+}
+
+// foundMessages are the outbound messages a batch's states may name.
+type foundMessages struct {
+	byWAMID map[string]wamux.Message
+	byID    map[string]wamux.Message
+}
+
+// findMessages looks up the messages rs name, by wamid or by callback
+// data, in one call.
+func (p *Pipeline) findMessages(ctx context.Context, rs []*resolution) (foundMessages, error) {
 	wamids := make([]string, 0, len(rs))
 	var cbs []string
 	for _, r := range rs {
@@ -71,62 +100,68 @@ func (p *Pipeline) resolve(ctx context.Context, rs []*resolution) error {
 		msgs, err = p.st.FindMessages(ctx, wamids, cbs)
 		return err
 	}); err != nil {
-		return err
+		return foundMessages{}, err
 	}
-	byWAMID := make(map[string]wamux.Message, len(msgs))
-	byID := make(map[string]wamux.Message, len(msgs))
+	f := foundMessages{byWAMID: make(map[string]wamux.Message, len(msgs)), byID: make(map[string]wamux.Message, len(msgs))}
 	for _, m := range msgs {
 		if m.WAMID != "" {
-			byWAMID[m.WAMID] = m
+			f.byWAMID[m.WAMID] = m
 		}
-		byID[m.ID] = m
+		f.byID[m.ID] = m
 	}
-	var updates []store.MessageUpdate
-	var srcs []*resolution
-	for _, r := range rs {
-		target, reason := statusFor(r.state, r.receipt.ErrorTitle)
-		if target == "" {
-			continue
-		}
-		m, ok := byWAMID[r.state.MessageID]
-		if ok && m.AccountID != r.state.AccountID {
-			// A wamid names a message of one account: another account's
-			// receipt for it must not move it (the dispatcher reads states
-			// by account too).
-			ok = false
-		}
-		// from is what the update may replace: for an adoption only what
-		// was seen, a message without a wamid (if the send's response
-		// records one meanwhile, it is kept, and that side applies the
-		// stored state itself); otherwise any status it moves forward.
-		var from []wamux.Status
-		adopt := false
-		if !ok && r.callback != "" {
-			if c, found := byID[r.callback]; found && c.WAMID == "" && c.AccountID == r.state.AccountID {
-				if pending := adoptable(target); slices.Contains(pending, c.Status) {
-					m, ok, adopt, from = c, true, true, pending
-				}
-			}
-		}
-		if !ok {
-			p.m.resolved.WithLabelValues("unmatched").Inc()
-			continue
-		}
-		if !adopt {
-			if from = wamux.ForwardFrom(target); !slices.Contains(from, m.Status) {
-				p.m.resolved.WithLabelValues("stale").Inc()
-				continue
-			}
-		}
-		u := store.MessageUpdate{MsgID: m.ID, From: from, Status: target}
-		if adopt {
-			u.WAMID = r.state.MessageID
-		}
-		u.LastError = wamux.LastErrorFor(target, reason)
-		updates = append(updates, u)
-		srcs = append(srcs, r)
+	return f, nil
+}
+
+// updateFor is the update r makes to its message, and the resolved
+// metric's result when it makes none ("unmatched", "stale"; "" when its
+// state maps to no message status). The update's MsgID is empty when
+// there is none.
+func (f foundMessages) updateFor(r *resolution) (store.MessageUpdate, string) {
+	target, reason := statusFor(r.state, r.receipt.ErrorTitle)
+	if target == "" {
+		return store.MessageUpdate{}, ""
 	}
-	return p.applyUpdates(ctx, updates, srcs)
+	m, ok := f.byWAMID[r.state.MessageID]
+	if ok && m.AccountID != r.state.AccountID {
+		// A wamid names a message of one account: another account's
+		// receipt for it must not move it (the dispatcher reads states by
+		// account too).
+		ok = false
+	}
+	if !ok {
+		if c, pending, adopt := f.adoption(r, target); adopt {
+			// The update may replace only what was seen, a message
+			// without a wamid: if the send's response records one
+			// meanwhile, it is kept, and that side applies the stored
+			// state itself.
+			return store.MessageUpdate{MsgID: c.ID, From: pending, Status: target, WAMID: r.state.MessageID,
+				LastError: wamux.LastErrorFor(target, reason)}, ""
+		}
+		return store.MessageUpdate{}, "unmatched"
+	}
+	from := wamux.ForwardFrom(target)
+	if !slices.Contains(from, m.Status) {
+		return store.MessageUpdate{}, "stale"
+	}
+	return store.MessageUpdate{MsgID: m.ID, From: from, Status: target, LastError: wamux.LastErrorFor(target, reason)}, ""
+}
+
+// adoption is the message without a wamid that r's callback data names,
+// of r's account and in a status target resolves (adoptable), with those
+// statuses; adopt is false when there is none.
+func (f foundMessages) adoption(r *resolution, target wamux.Status) (m wamux.Message, from []wamux.Status, adopt bool) {
+	if r.callback == "" {
+		return wamux.Message{}, nil, false
+	}
+	c, found := f.byID[r.callback]
+	if !found || c.WAMID != "" || c.AccountID != r.state.AccountID {
+		return wamux.Message{}, nil, false
+	}
+	pending := adoptable(target)
+	if !slices.Contains(pending, c.Status) {
+		return wamux.Message{}, nil, false
+	}
+	return c, pending, true
 }
 
 // applyUpdates runs the compare-and-set updates concurrently so that they
