@@ -194,33 +194,7 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.Store == nil || cfg.Registry == nil {
 		return nil, errors.New("receipts: pipeline needs a Store and a Registry")
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	setDefault(&cfg.Partitions, PartitionsDefault)
-	if cfg.BatchMin <= 0 {
-		setDefault(&cfg.BatchMinBusy, BatchMinBusyDefault)
-	}
-	setDefault(&cfg.BatchMin, BatchMinDefault)
-	setDefault(&cfg.BatchMinBusy, cfg.BatchMin)
-	setDefault(&cfg.BatchMax, BatchMaxDefault)
-	setDefault(&cfg.QueueCap, QueueCapDefault)
-	setDefault(&cfg.ReloadPage, ReloadPageDefault)
-	if cfg.BatchWait <= 0 {
-		cfg.BatchWait = BatchWaitDefault
-	}
-	if cfg.SpillAfter <= 0 {
-		cfg.SpillAfter = SpillAfterDefault
-	}
-	if cfg.AppendHold == 0 {
-		cfg.AppendHold = AppendHoldDefault
-	}
-	cfg.BatchMin = min(cfg.BatchMin, cfg.BatchMax)
-	cfg.BatchMinBusy = min(max(cfg.BatchMinBusy, cfg.BatchMin), cfg.BatchMax)
-	cfg.Retry.setDefaults()
+	cfg.setDefaults()
 	lru, err := NewLRU(cfg.LRU)
 	if err != nil {
 		return nil, err
@@ -251,6 +225,38 @@ func New(cfg Config) (*Pipeline, error) {
 		cfg.Settings.OnChange(func(_, next settings.Values) { p.applySettings(next) })
 	}
 	return p, nil
+}
+
+// setDefaults fills in what c leaves zero and keeps BatchMin and
+// BatchMinBusy within BatchMax.
+func (c *Config) setDefaults() {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	setDefault(&c.Partitions, PartitionsDefault)
+	if c.BatchMin <= 0 {
+		setDefault(&c.BatchMinBusy, BatchMinBusyDefault)
+	}
+	setDefault(&c.BatchMin, BatchMinDefault)
+	setDefault(&c.BatchMinBusy, c.BatchMin)
+	setDefault(&c.BatchMax, BatchMaxDefault)
+	setDefault(&c.QueueCap, QueueCapDefault)
+	setDefault(&c.ReloadPage, ReloadPageDefault)
+	if c.BatchWait <= 0 {
+		c.BatchWait = BatchWaitDefault
+	}
+	if c.SpillAfter <= 0 {
+		c.SpillAfter = SpillAfterDefault
+	}
+	if c.AppendHold == 0 {
+		c.AppendHold = AppendHoldDefault
+	}
+	c.BatchMin = min(c.BatchMin, c.BatchMax)
+	c.BatchMinBusy = min(max(c.BatchMinBusy, c.BatchMin), c.BatchMax)
+	c.Retry.setDefaults()
 }
 
 func setDefault(v *int, d int) {
