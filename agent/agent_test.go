@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/store"
 )
 
@@ -237,7 +238,7 @@ func TestAPIKeyStaysOutOfLogsAndErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	reportAll(t, a, testReceipts("secret", 3))
-	waitFor(t, func() bool { return a.Stats().Retries >= 3 })
+	testwait.For(t, "three retries", 20*time.Second, func() bool { return a.Stats().Retries >= 3 })
 	err = a.Close(canceledContext())
 	if err == nil || strings.Contains(err.Error(), secret) {
 		t.Errorf("Close = %v, want an error without the key", err)
@@ -346,18 +347,6 @@ func canceledContext() context.Context {
 	return ctx
 }
 
-// waitFor polls cond until it holds or a generous deadline passes.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in time")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func readDeadLetters(t *testing.T, dir string) []deadLetter {
 	t.Helper()
 	f, err := os.Open(filepath.Join(dir, deadLetterFile))
@@ -408,7 +397,7 @@ func TestCloseCanceledAfterEverythingAckedIsClean(t *testing.T) {
 		if i%2 == 1 {
 			rs := testReceipts("acked"+strconv.Itoa(i), 3)
 			reportAll(t, a, rs)
-			waitFor(t, func() bool { return a.Stats().Acked == 3 })
+			testwait.For(t, "three receipts acknowledged", 20*time.Second, func() bool { return a.Stats().Acked == 3 })
 		}
 		if err := a.Close(canceledContext()); err != nil {
 			t.Fatalf("agent %d: Close with a canceled context after everything was acked = %v, want nil", i, err)

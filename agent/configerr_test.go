@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/internal/testwait"
 )
 
 // A configuration error (a wrong or rotated key, a key without rights, a
@@ -44,7 +45,7 @@ func TestConfigErrorKeepsBatchSpooledUntilFixed(t *testing.T) {
 			})
 			rs := testReceipts("cfg", 30)
 			reportAll(t, a, rs)
-			waitFor(t, func() bool { st := a.Stats(); return st.Retries >= 3 || st.DeadLettered > 0 })
+			testwait.For(t, "three retries or a dead letter", 20*time.Second, func() bool { st := a.Stats(); return st.Retries >= 3 || st.DeadLettered > 0 })
 
 			st := a.Stats()
 			if st.DeadLettered != 0 || st.Acked != 0 || st.ConfigErrors < 3 {
@@ -98,7 +99,7 @@ func TestWrongKeyThenRestartWithRightKeyDelivers(t *testing.T) {
 	})
 	rs := testReceipts("wrongkey", 40)
 	reportAll(t, a, rs)
-	waitFor(t, func() bool { st := a.Stats(); return st.Retries >= 2 || st.DeadLettered > 0 })
+	testwait.For(t, "two retries or a dead letter", 20*time.Second, func() bool { st := a.Stats(); return st.Retries >= 2 || st.DeadLettered > 0 })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -157,7 +158,7 @@ func TestUnknownAccountIsDeliveredOnceCreated(t *testing.T) {
 	})
 	rs := testReceipts("later", 6)
 	reportAll(t, a, rs)
-	waitFor(t, func() bool { st := a.Stats(); return st.Retries >= 2 || st.DeadLettered > 0 })
+	testwait.For(t, "two retries or a dead letter", 20*time.Second, func() bool { st := a.Stats(); return st.Retries >= 2 || st.DeadLettered > 0 })
 	if st := a.Stats(); st.DeadLettered != 0 || st.ConfigErrors < 2 {
 		t.Fatalf("Stats = %+v, want config errors and nothing dead-lettered", st)
 	}

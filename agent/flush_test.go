@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/internal/testwait"
 )
 
 // FlushEvents receipts start a send without waiting for the timer.
@@ -18,7 +19,7 @@ func TestFlushOnEventCount(t *testing.T) {
 	a := newTestAgent(t, g, t.TempDir(), func(c *Config) { c.FlushInterval = time.Hour })
 	rs := testReceipts("count", 75)
 	reportAll(t, a, rs[:50])
-	waitFor(t, func() bool { return a.Stats().Acked == 50 })
+	testwait.For(t, "50 receipts acknowledged", 20*time.Second, func() bool { return a.Stats().Acked == 50 })
 	if sizes := g.counts().sizes; !slices.Equal(sizes, []int{50}) {
 		t.Fatalf("batches = %v, want one of 50", sizes)
 	}
@@ -39,7 +40,7 @@ func TestFlushOnInterval(t *testing.T) {
 	a := newTestAgent(t, g, t.TempDir(), func(c *Config) { c.FlushInterval = 10 * time.Millisecond })
 	rs := testReceipts("interval", 3)
 	reportAll(t, a, rs)
-	waitFor(t, func() bool { return a.Stats().Acked == 3 })
+	testwait.For(t, "three receipts acknowledged", 20*time.Second, func() bool { return a.Stats().Acked == 3 })
 	// The timer may fire between two Reports, so the split varies; what
 	// matters is that the receipts went out before Close.
 	closeAgent(t, a)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/httpapi"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/receipts"
 	"github.com/wamux/wamux/store"
 	"github.com/wamux/wamux/store/sqlite"
@@ -181,7 +182,7 @@ func TestRepeatOfDeadLetteredIsDelivered(t *testing.T) {
 	a := newTestAgent(t, g, t.TempDir(), nil)
 	rs := testReceipts("dl-repeat", 4)
 	reportAll(t, a, rs)
-	waitFor(t, func() bool { return a.Stats().DeadLettered == 4 })
+	testwait.For(t, "four dead letters", 20*time.Second, func() bool { return a.Stats().DeadLettered == 4 })
 	g.setMode(gwOK) // e.g. the gateway was fixed to take such input
 	reportAll(t, a, rs)
 	closeAgent(t, a)
@@ -247,14 +248,13 @@ func TestFlushEventsAfterCanceledReports(t *testing.T) {
 		reportAll(t, a, rs)
 		good = append(good, rs...)
 		// Fewer than FlushEvents may wait for the interval; not more.
-		deadline := time.Now().Add(3 * time.Second)
-		for unsent() >= 5 {
-			if time.Now().After(deadline) {
-				t.Fatalf("round %d: %d durable receipts (>= FlushEvents) unsent after 3s (FlushInterval is 1h); unflushed = %d",
-					i, unsent(), a.unflushed.Load())
+		testwait.ForNil(t, 3*time.Second, func() error {
+			if n := unsent(); n >= 5 {
+				return fmt.Errorf("round %d: %d durable receipts (>= FlushEvents) unsent (FlushInterval is 1h); unflushed = %d",
+					i, n, a.unflushed.Load())
 			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/sim"
 )
 
@@ -40,7 +41,7 @@ func TestStatusesResolveMessages(t *testing.T) {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for _, id := range ids {
-		for {
+		testwait.ForNil(t, time.Until(deadline), func() error {
 			var m struct {
 				Status string `json:"status"`
 				WAMID  string `json:"wamid"`
@@ -49,13 +50,10 @@ func TestStatusesResolveMessages(t *testing.T) {
 				t.Fatal(err)
 			}
 			if m.Status == "read" && m.WAMID != "" {
-				break
+				return nil
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("message %s is %q (wamid %q), want read; simulator %+v, pipeline %+v",
-					id, m.Status, m.WAMID, h.Sim.Stats().Webhooks, h.App.Receipts().Stats())
-			}
-			time.Sleep(10 * time.Millisecond) // polling the API with a deadline
-		}
+			return fmt.Errorf("message %s is %q (wamid %q), want read; simulator %+v, pipeline %+v",
+				id, m.Status, m.WAMID, h.Sim.Stats().Webhooks, h.App.Receipts().Stats())
+		})
 	}
 }

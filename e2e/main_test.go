@@ -22,6 +22,7 @@ import (
 	"github.com/wamux/wamux/app"
 	"github.com/wamux/wamux/bench"
 	"github.com/wamux/wamux/config"
+	"github.com/wamux/wamux/internal/testwait"
 )
 
 // repoRoot is where docs/ and deploy/ are; tests run in e2e/.
@@ -228,15 +229,5 @@ func getMetrics(url string) (scrape, error) {
 // error is the failure.
 func poll(t *testing.T, within time.Duration, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %v", within, err)
-		}
-		time.Sleep(250 * time.Millisecond) // polling interval, not synchronisation
-	}
+	testwait.ForNil(t, within, check)
 }

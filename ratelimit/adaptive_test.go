@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/internal/fakeclock"
 	"github.com/wamux/wamux/ratelimit"
-	"github.com/wamux/wamux/ratelimit/ratelimittest"
 )
 
 func newAdaptive(t *testing.T, clk ratelimit.Clock, cfg ratelimit.AdaptiveConfig) *ratelimit.Adaptive {
@@ -24,7 +24,7 @@ func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 
 // granted counts the grants of one-token requests made every millisecond
 // for d: a measure of the rate the inner bucket really enforces.
-func granted(t *testing.T, clk *ratelimittest.Clock, l ratelimit.Limiter, acct string, d time.Duration) int {
+func granted(t *testing.T, clk *fakeclock.Clock, l ratelimit.Limiter, acct string, d time.Duration) int {
 	t.Helper()
 	n := 0
 	for end := clk.Now().Add(d); clk.Now().Before(end); clk.Advance(time.Millisecond) {
@@ -41,7 +41,7 @@ func granted(t *testing.T, clk *ratelimittest.Clock, l ratelimit.Limiter, acct s
 
 func TestAdaptiveDecreaseAndClimbBack(t *testing.T) {
 	t.Parallel()
-	clk := ratelimittest.NewClock()
+	clk := fakeclock.New()
 	a := newAdaptive(t, clk, ratelimit.AdaptiveConfig{CooldownAfter: 100})
 	if err := a.SetLimit(t.Context(), "a", 100, 1); err != nil {
 		t.Fatal(err)
@@ -77,7 +77,7 @@ func TestAdaptiveDecreaseAndClimbBack(t *testing.T) {
 
 func TestAdaptiveDecreaseCompoundsAndFloors(t *testing.T) {
 	t.Parallel()
-	clk := ratelimittest.NewClock()
+	clk := fakeclock.New()
 	a := newAdaptive(t, clk, ratelimit.AdaptiveConfig{CooldownAfter: 100, MinRate: 10, IncreaseStep: 0.001})
 	if err := a.SetLimit(t.Context(), "a", 80, 1); err != nil {
 		t.Fatal(err)
@@ -94,7 +94,7 @@ func TestAdaptiveDecreaseCompoundsAndFloors(t *testing.T) {
 
 func TestAdaptiveEchoesNotCounted(t *testing.T) {
 	t.Parallel()
-	clk := ratelimittest.NewClock()
+	clk := fakeclock.New()
 	a := newAdaptive(t, clk, ratelimit.AdaptiveConfig{})
 	if err := a.SetLimit(t.Context(), "a", 80, 8); err != nil {
 		t.Fatal(err)
@@ -113,7 +113,7 @@ func TestAdaptiveEchoesNotCounted(t *testing.T) {
 func TestAdaptiveCooldownEscalatesAndResets(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	clk := ratelimittest.NewClock()
+	clk := fakeclock.New()
 	a := newAdaptive(t, clk, ratelimit.AdaptiveConfig{
 		CooldownMin: 30 * time.Second, CooldownMax: 2 * time.Minute,
 		CooldownAfter: 3, ThrottleWindow: 10 * time.Second, CooldownReset: 5 * time.Minute,
@@ -187,7 +187,7 @@ func TestAdaptiveCooldownEscalatesAndResets(t *testing.T) {
 
 func TestAdaptiveThrottlesFarApartNeverCoolDown(t *testing.T) {
 	t.Parallel()
-	clk := ratelimittest.NewClock()
+	clk := fakeclock.New()
 	a := newAdaptive(t, clk, ratelimit.AdaptiveConfig{ThrottleWindow: 10 * time.Second})
 	for range 10 {
 		if l := a.OnThrottled("a"); l.State != wamux.AccountActive {
@@ -200,7 +200,7 @@ func TestAdaptiveThrottlesFarApartNeverCoolDown(t *testing.T) {
 func TestAdaptiveCoolDownAndSetCooldown(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	clk := ratelimittest.NewClock()
+	clk := fakeclock.New()
 	a := newAdaptive(t, clk, ratelimit.AdaptiveConfig{})
 	until := clk.Now().Add(time.Minute)
 	a.CoolDown("a", until)
@@ -229,7 +229,7 @@ func TestAdaptiveCoolDownAndSetCooldown(t *testing.T) {
 // one runs starts none (the caller counts cooldowns by this).
 func TestAdaptiveReportsStartedCooldown(t *testing.T) {
 	t.Parallel()
-	clk := ratelimittest.NewClock()
+	clk := fakeclock.New()
 	a := newAdaptive(t, clk, ratelimit.AdaptiveConfig{})
 	for i := range 3 {
 		l, started := a.Throttle("a")

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wamux/wamux/internal/fakeclock"
 	"github.com/wamux/wamux/ratelimit"
-	"github.com/wamux/wamux/ratelimit/ratelimittest"
 )
 
 // TestClockJumps: a clock going backwards never hands out tokens (the
@@ -16,7 +16,7 @@ import (
 func TestClockJumps(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	clk := ratelimittest.NewClock()
+	clk := fakeclock.New()
 	a := newAdaptive(t, clk, ratelimit.AdaptiveConfig{})
 	if err := a.SetLimit(ctx, "a", 10, 5); err != nil {
 		t.Fatal(err)

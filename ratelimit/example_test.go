@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/wamux/wamux/internal/fakeclock"
 	"github.com/wamux/wamux/ratelimit"
-	"github.com/wamux/wamux/ratelimit/ratelimittest"
 )
 
 // A dispatcher's view: one Gate per process, asked before each send.
 func ExampleGate() {
 	ctx := context.Background()
-	clk := ratelimittest.NewClock()
+	clk := fakeclock.New()
 	local, _ := ratelimit.NewLocal(ratelimit.LocalConfig{Clock: clk})
 	accounts, _ := ratelimit.NewAdaptive(local, ratelimit.AdaptiveConfig{Clock: clk})
 	pairs, _ := ratelimit.NewPairLimiter(ratelimit.PairConfig{Clock: clk, Burst: 1})
@@ -36,7 +36,7 @@ func ExampleGate() {
 }
 
 func ExampleAdaptive_OnThrottled() {
-	clk := ratelimittest.NewClock()
+	clk := fakeclock.New()
 	local, _ := ratelimit.NewLocal(ratelimit.LocalConfig{Clock: clk})
 	a, _ := ratelimit.NewAdaptive(local, ratelimit.AdaptiveConfig{Clock: clk})
 	_ = a.SetLimit(context.Background(), "acct", 80, 8)

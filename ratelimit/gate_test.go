@@ -4,14 +4,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wamux/wamux/internal/fakeclock"
 	"github.com/wamux/wamux/ratelimit"
-	"github.com/wamux/wamux/ratelimit/ratelimittest"
 )
 
 func TestGateChargesOnlyWhenBothAllow(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	clk := ratelimittest.NewClock()
+	clk := fakeclock.New()
 	acc := newLocal(t, clk)
 	if err := acc.SetLimit(ctx, "a", 1, 1); err != nil {
 		t.Fatal(err)

@@ -8,8 +8,8 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/wamux/wamux/internal/fakeclock"
 	"github.com/wamux/wamux/ratelimit"
-	"github.com/wamux/wamux/ratelimit/ratelimittest"
 )
 
 func newPairs(t *testing.T, clk ratelimit.Clock, interval time.Duration, burst int) *ratelimit.PairLimiter {
@@ -23,7 +23,7 @@ func newPairs(t *testing.T, clk ratelimit.Clock, interval time.Duration, burst i
 
 func TestPairBurstThenPace(t *testing.T) {
 	t.Parallel()
-	clk := ratelimittest.NewClock()
+	clk := fakeclock.New()
 	p := newPairs(t, clk, 0, 0) // defaults: 6 s, burst 3
 	for i := range ratelimit.DefaultPairBurst {
 		if ok, w := p.Reserve("acct", "+1"); !ok {
@@ -63,7 +63,7 @@ func TestPairBurstThenPace(t *testing.T) {
 // answers with 131056.
 func TestPairBurstBorrowsFutureQuota(t *testing.T) {
 	t.Parallel()
-	clk := ratelimittest.NewClock()
+	clk := fakeclock.New()
 	p := newPairs(t, clk, 6*time.Second, 20)
 	for i := range 20 {
 		if ok, w := p.Reserve("a", "r"); !ok {
@@ -85,7 +85,7 @@ func TestPairBurstBorrowsFutureQuota(t *testing.T) {
 // comes back later, while still owing, waits until the debt is repaid.
 func TestPairBurstWithinOneInterval(t *testing.T) {
 	t.Parallel()
-	clk := ratelimittest.NewClock()
+	clk := fakeclock.New()
 	p := newPairs(t, clk, 6*time.Second, 3)
 	p.Take("a", "r")
 	clk.Advance(5 * time.Second)
@@ -108,7 +108,7 @@ func TestPairLimitMatchesMetaRule(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		interval := time.Duration(rapid.IntRange(1, 10).Draw(t, "interval_s")) * time.Second
 		burst := rapid.IntRange(1, 6).Draw(t, "burst")
-		clk := ratelimittest.NewClock()
+		clk := fakeclock.New()
 		p, err := ratelimit.NewPairLimiter(ratelimit.PairConfig{Clock: clk, Interval: interval, Burst: burst})
 		if err != nil {
 			t.Fatal(err)
@@ -147,7 +147,7 @@ func TestPairLimitMatchesMetaRule(t *testing.T) {
 
 func TestPairWaitTakesNothing(t *testing.T) {
 	t.Parallel()
-	clk := ratelimittest.NewClock()
+	clk := fakeclock.New()
 	p := newPairs(t, clk, 6*time.Second, 1)
 	for range 5 {
 		if w := p.Wait("a", "r"); w != 0 {
@@ -167,7 +167,7 @@ func TestPairWaitTakesNothing(t *testing.T) {
 
 func TestPairOnPairLimited(t *testing.T) {
 	t.Parallel()
-	clk := ratelimittest.NewClock()
+	clk := fakeclock.New()
 	p := newPairs(t, clk, 6*time.Second, 3)
 	p.OnPairLimited("a", "r")
 	if w := p.Wait("a", "r"); w != 6*time.Second {
@@ -187,7 +187,7 @@ func TestPairOnPairLimited(t *testing.T) {
 
 func TestPairSetPolicy(t *testing.T) {
 	t.Parallel()
-	clk := ratelimittest.NewClock()
+	clk := fakeclock.New()
 	p := newPairs(t, clk, 6*time.Second, 1)
 	if err := p.SetPolicy(time.Second, 2); err != nil {
 		t.Fatalf("SetPolicy: %v", err)
@@ -217,7 +217,7 @@ func TestPairSetPolicy(t *testing.T) {
 // the map without bound; a busy pair survives the sweeps with its debt.
 func TestPairMemoryBounded(t *testing.T) {
 	t.Parallel()
-	clk := ratelimittest.NewClock()
+	clk := fakeclock.New()
 	p := newPairs(t, clk, 6*time.Second, 1)
 	p.Take("a", "busy")
 	p.Take("a", "busy") // busy until 12 s from now
@@ -244,7 +244,7 @@ func TestPairMemoryBounded(t *testing.T) {
 // interval, its 18 s would read as less than one message.
 func TestPairSetPolicyMidBurstKeepsBurstCount(t *testing.T) {
 	t.Parallel()
-	clk := ratelimittest.NewClock()
+	clk := fakeclock.New()
 	p := newPairs(t, clk, 6*time.Second, 3)
 	for i := range 3 {
 		if ok, w := p.Reserve("a", "r"); !ok {

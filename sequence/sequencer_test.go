@@ -8,29 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wamux/wamux/internal/fakeclock"
 	"github.com/wamux/wamux/sequence"
 	"github.com/wamux/wamux/store"
 )
 
-// clock is a hand-moved clock, safe for concurrent use.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-func newSequencer(t *testing.T, clk *clock) *sequence.Sequencer[string] {
+func newSequencer(t *testing.T, clk *fakeclock.Clock) *sequence.Sequencer[string] {
 	t.Helper()
 	s, err := sequence.New[string](sequence.Config{Clock: clk})
 	if err != nil {
@@ -41,7 +24,7 @@ func newSequencer(t *testing.T, clk *clock) *sequence.Sequencer[string] {
 
 func TestSequencerAccountsIndependent(t *testing.T) {
 	t.Parallel()
-	clk := &clock{now: t0}
+	clk := fakeclock.NewAt(t0)
 	s := newSequencer(t, clk)
 	if r, _ := s.Offer("a", 2, "a2"); r.Outcome != sequence.Waiting {
 		t.Fatalf("a:2 = %v, want waiting", r.Outcome)
@@ -59,7 +42,7 @@ func TestSequencerAccountsIndependent(t *testing.T) {
 
 func TestSequencerGapTimeoutAtRuntime(t *testing.T) {
 	t.Parallel()
-	clk := &clock{now: t0}
+	clk := fakeclock.NewAt(t0)
 	s := newSequencer(t, clk)
 	if s.GapTimeout() != sequence.DefaultGapTimeout {
 		t.Fatalf("GapTimeout = %v, want the default %v", s.GapTimeout(), sequence.DefaultGapTimeout)
@@ -97,7 +80,7 @@ func TestSequencerGapTimeoutAtRuntime(t *testing.T) {
 
 func TestSequencerRestore(t *testing.T) {
 	t.Parallel()
-	clk := &clock{now: t0.Add(time.Hour)}
+	clk := fakeclock.NewAt(t0.Add(time.Hour))
 	s := newSequencer(t, clk)
 	r, err := s.Restore(store.SeqState{AccountID: "a", NextSeq: 10, GapsSkipped: 4}, []sequence.Pending[string]{
 		{Seq: 12, Item: "a12", Since: t0.Add(58 * time.Minute)},
@@ -131,7 +114,7 @@ func TestSequencerConcurrent(t *testing.T) {
 		workers  = 4
 		n        = 300
 	)
-	clk := &clock{now: t0}
+	clk := fakeclock.NewAt(t0)
 	s := newSequencer(t, clk)
 	var (
 		mu       sync.Mutex

@@ -5,7 +5,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/sim"
 )
 
@@ -99,7 +101,7 @@ func TestServerErrorAfterAccept(t *testing.T) {
 	if len(msgs) != 1 || msgs[0].CallbackData != "m-5xx" || msgs[0].WAMID == "" || msgs[0].Duplicate {
 		t.Fatalf("messages %+v, want the one accepted", msgs)
 	}
-	eventually(t, "sent and delivered webhooks", func() bool { return len(statuses(t, r.all())) == 2 })
+	testwait.For(t, "sent and delivered webhooks", 10*time.Second, func() bool { return len(statuses(t, r.all())) == 2 })
 	// Webhooks go out concurrently: their order of arrival is not fixed.
 	seen := map[string]bool{}
 	for i, s := range statuses(t, r.all()) {

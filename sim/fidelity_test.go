@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/sim"
 )
@@ -95,7 +96,7 @@ func TestSignatureFailsOverReserialisedBody(t *testing.T) {
 	wh.FailProbability = 1
 	h := start(t, sim.Config{Webhooks: wh})
 	h.send(num, token, text("16505551234", "commande-é-42"))
-	eventually(t, "webhook", func() bool { return len(r.all()) == 1 })
+	testwait.For(t, "webhook", 10*time.Second, func() bool { return len(r.all()) == 1 })
 	p := r.all()[0]
 	if p.sig != independentSig(p.body) {
 		t.Fatal("signature does not verify over the raw body")
@@ -128,7 +129,7 @@ func TestRetriesUntil200(t *testing.T) {
 	wh.RetryMax = time.Millisecond
 	h := start(t, sim.Config{Webhooks: wh})
 	h.send(num, token, text("15550001111", "m1"))
-	eventually(t, "settled", func() bool { return h.s.Stats().Webhooks.Pending == 0 })
+	testwait.For(t, "settled", 10*time.Second, func() bool { return h.s.Stats().Webhooks.Pending == 0 })
 	if st := h.s.Stats().Webhooks; st.Delivered != 1 || st.GaveUp != 0 {
 		t.Fatalf("stats %+v: gave up after %d attempts, Meta keeps retrying for 7 days", st, len(r.all()))
 	}
@@ -184,7 +185,7 @@ func sendAndSettle(t *testing.T, h *harness, n, first int) {
 	for i := range n {
 		h.send(num, token, text(fmt.Sprint("1555000", first+i), fmt.Sprint("m", i)))
 	}
-	eventually(t, "all statuses", func() bool {
+	testwait.For(t, "all statuses", 10*time.Second, func() bool {
 		st := h.s.Stats().Webhooks
 		return st.Pending == 0 && st.Delivered > 0
 	})
@@ -240,7 +241,7 @@ func TestWebhookRedirectIsNotDelivered(t *testing.T) {
 	wh := sim.Webhooks{URL: ts.URL + "/hook", AppSecret: appSecret, RetryBase: time.Millisecond, FailProbability: 1}
 	h := start(t, sim.Config{Webhooks: wh})
 	h.send(num, token, text("15550001111", "m1"))
-	eventually(t, "settled", func() bool { return h.s.Stats().Webhooks.Pending == 0 })
+	testwait.For(t, "settled", 10*time.Second, func() bool { return h.s.Stats().Webhooks.Pending == 0 })
 	mu.Lock()
 	defer mu.Unlock()
 	st := h.s.Stats().Webhooks
@@ -280,7 +281,7 @@ func TestWebhookRetriedAfterTimeoutAndDrop(t *testing.T) {
 		Timeout: 50 * time.Millisecond}
 	h := start(t, sim.Config{Webhooks: wh})
 	h.send(num, token, text("15550001111", "m1"))
-	eventually(t, "settled", func() bool { return h.s.Stats().Webhooks.Pending == 0 })
+	testwait.For(t, "settled", 10*time.Second, func() bool { return h.s.Stats().Webhooks.Pending == 0 })
 	mu.Lock()
 	defer mu.Unlock()
 	st := h.s.Stats().Webhooks

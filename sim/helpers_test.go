@@ -2,15 +2,14 @@ package sim_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/wamux/wamux/internal/fakeclock"
 	"github.com/wamux/wamux/sim"
 )
 
@@ -19,32 +18,12 @@ const (
 	token = "tok-abc-123"
 )
 
-// clock is a settable clock for the simulator's rate accounting.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Unix(1_750_000_000, 0)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // harness is a simulator served over real HTTP.
 type harness struct {
 	t   *testing.T
 	s   *sim.Server
 	url string
-	clk *clock
+	clk *fakeclock.Clock
 }
 
 func start(t *testing.T, cfg sim.Config) *harness {
@@ -52,7 +31,7 @@ func start(t *testing.T, cfg sim.Config) *harness {
 	if cfg.Numbers == nil {
 		cfg.Numbers = []sim.Number{{PhoneNumberID: num, AccessToken: token}}
 	}
-	clk := newClock()
+	clk := fakeclock.NewAt(time.Unix(1_750_000_000, 0))
 	if cfg.Clock == nil {
 		cfg.Clock = clk.Now
 	}
@@ -107,21 +86,5 @@ func (h *harness) get(path string, v any) {
 	}
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 		h.t.Fatal(err)
-	}
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-		}
 	}
 }

@@ -10,7 +10,9 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/sim"
 )
@@ -98,7 +100,7 @@ func TestInboundWebhook(t *testing.T) {
 		t.Fatalf("inbound result %+v, want 2 wamids and 2 webhooks for %s", res, num)
 	}
 	// The simulator counts a post once it has the receiver's answer.
-	eventually(t, "two inbound webhooks answered", func() bool { return h.s.Stats().Webhooks.Posts == 2 })
+	testwait.For(t, "two inbound webhooks answered", 10*time.Second, func() bool { return h.s.Stats().Webhooks.Posts == 2 })
 	want := strconv.FormatInt(h.clk.Now().Unix(), 10)
 	seen := map[string]bool{}
 	mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/sim"
 )
 
@@ -58,7 +59,7 @@ func TestPacedTemplateHeld(t *testing.T) {
 	if xst != "accepted" {
 		t.Fatalf("text answered message_status %q, want accepted (only templates are paced)", xst)
 	}
-	eventually(t, "the text's sent and delivered", func() bool { return len(statuses(t, r.all())) == 2 })
+	testwait.For(t, "the text's sent and delivered", 10*time.Second, func() bool { return len(statuses(t, r.all())) == 2 })
 	for _, s := range statuses(t, r.all()) {
 		if s.ID != xw {
 			t.Fatalf("status %s of %s arrived; want only the text's (%s), the template %s being held", s.Status.Status, s.ID, xw, tw)
@@ -93,7 +94,7 @@ func TestPacedTemplateSentAfterHold(t *testing.T) {
 	if ms != "held_for_quality_assessment" {
 		t.Fatalf("message_status %q", ms)
 	}
-	eventually(t, "the paced message's sent and delivered", func() bool { return len(statuses(t, r.all())) == 2 })
+	testwait.For(t, "the paced message's sent and delivered", 10*time.Second, func() bool { return len(statuses(t, r.all())) == 2 })
 	want := []string{"sent", "delivered"}
 	for i, s := range statuses(t, r.all()) {
 		ts := s.Timestamp
@@ -128,7 +129,7 @@ func TestPacedTemplateDropped(t *testing.T) {
 	// A text message afterwards still gets its statuses: the drop is the
 	// message's, not the number's.
 	xw, _ := h.sendOK(num, token, text("15550002222", ""))
-	eventually(t, "the text's statuses", func() bool { return len(statuses(t, r.all())) == 2 })
+	testwait.For(t, "the text's statuses", 10*time.Second, func() bool { return len(statuses(t, r.all())) == 2 })
 	for _, s := range statuses(t, r.all()) {
 		if s.ID != xw {
 			t.Fatalf("status of %s, want only the text's %s", s.ID, xw)

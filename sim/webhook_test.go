@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/sim"
 )
@@ -109,7 +110,7 @@ func TestWebhooksSignedGoldenInOrder(t *testing.T) {
 		Messages []struct{ ID string } `json:"messages"`
 	}
 	json.Unmarshal(body, &ok)
-	eventually(t, "3 webhooks", func() bool { return len(r.all()) == 3 })
+	testwait.For(t, "3 webhooks", 10*time.Second, func() bool { return len(r.all()) == 3 })
 
 	posts := r.all()
 	want := map[string]bool{}
@@ -139,7 +140,7 @@ func TestWebhooksSignedGoldenInOrder(t *testing.T) {
 			t.Fatalf("pricing on %s: %+v (v24: on sent and delivered only)", kind, s.Pricing)
 		}
 	}
-	eventually(t, "stats", func() bool { return h.s.Stats().Webhooks.Delivered == 3 })
+	testwait.For(t, "stats", 10*time.Second, func() bool { return h.s.Stats().Webhooks.Delivered == 3 })
 	if st := h.s.Stats().Webhooks; st.Posts != 3 || st.Pending != 0 || st.PostFailures != 0 {
 		t.Fatalf("webhook stats %+v", st)
 	}
@@ -151,7 +152,7 @@ func TestWebhookFailedGolden(t *testing.T) {
 	wh.FailProbability = 1
 	h := start(t, sim.Config{Webhooks: wh})
 	h.send(num, token, text("16505551234", "m-fail"))
-	eventually(t, "failed webhook", func() bool { return len(r.all()) == 1 })
+	testwait.For(t, "failed webhook", 10*time.Second, func() bool { return len(r.all()) == 1 })
 	p := r.all()[0]
 	// Meta's failed sample, plus the callback data the sim echoes because
 	// the send carried some (as in the delivered/read sample).
@@ -183,7 +184,7 @@ func TestWebhooksBatchedAcrossNumbers(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		h.send(fmt.Sprint("n", i), fmt.Sprint("t", i), text("15550001111", fmt.Sprint("m", i)))
 	}
-	eventually(t, "one batch", func() bool { return len(r.all()) == 1 })
+	testwait.For(t, "one batch", 10*time.Second, func() bool { return len(r.all()) == 1 })
 	w, err := cloudapi.ParseWebhook(r.all()[0].body)
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +212,7 @@ func TestWebhooksRetriedUntil200(t *testing.T) {
 	wh.FailProbability = 1 // one status per message
 	h := start(t, sim.Config{Webhooks: wh})
 	h.send(num, token, text("15550001111", "m1"))
-	eventually(t, "delivered", func() bool { return h.s.Stats().Webhooks.Delivered == 1 })
+	testwait.For(t, "delivered", 10*time.Second, func() bool { return h.s.Stats().Webhooks.Delivered == 1 })
 	posts := r.all()
 	if len(posts) != 3 || string(posts[0].body) != string(posts[2].body) {
 		t.Fatalf("posts %d, want 3 identical", len(posts))
@@ -228,7 +229,7 @@ func TestWebhooksGiveUpAfterMaxAttempts(t *testing.T) {
 	wh.MaxAttempts = 3
 	h := start(t, sim.Config{Webhooks: wh})
 	h.send(num, token, text("15550001111", "m1"))
-	eventually(t, "given up", func() bool { return h.s.Stats().Webhooks.GaveUp == 1 })
+	testwait.For(t, "given up", 10*time.Second, func() bool { return h.s.Stats().Webhooks.GaveUp == 1 })
 	if n := len(r.all()); n != 3 {
 		t.Fatalf("attempts %d, want 3", n)
 	}
@@ -240,7 +241,7 @@ func TestWebhookFaultsDuplicateAndReorder(t *testing.T) {
 	wh.Concurrency = 1
 	h := start(t, sim.Config{Webhooks: wh, Faults: sim.Faults{WebhookDuplicate: 1}})
 	h.send(num, token, text("15550001111", "m1"))
-	eventually(t, "4 webhooks", func() bool { return h.s.Stats().Webhooks.Delivered == 4 })
+	testwait.For(t, "4 webhooks", 10*time.Second, func() bool { return h.s.Stats().Webhooks.Delivered == 4 })
 	count := map[string]int{}
 	for _, s := range statuses(t, r.all()) {
 		count[s.Status.Status]++
@@ -256,7 +257,7 @@ func TestWebhookFaultsDuplicateAndReorder(t *testing.T) {
 	wh.Delay = sim.Range{Min: 10 * time.Millisecond, Max: 10 * time.Millisecond}
 	h2 := start(t, sim.Config{Webhooks: wh, Faults: sim.Faults{WebhookReorder: 1}})
 	h2.send(num, token, text("15550001111", "m1"))
-	eventually(t, "3 webhooks", func() bool { return h2.s.Stats().Webhooks.Delivered == 3 })
+	testwait.For(t, "3 webhooks", 10*time.Second, func() bool { return h2.s.Stats().Webhooks.Delivered == 3 })
 	var order []string
 	var stamps []int64
 	for _, s := range statuses(t, r2.all()) {
@@ -288,7 +289,7 @@ func TestWebhookQueueBounded(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	h.s.Reset()
-	eventually(t, "queue cleared", func() bool { return h.s.Stats().Webhooks.Pending == 0 })
+	testwait.For(t, "queue cleared", 10*time.Second, func() bool { return h.s.Stats().Webhooks.Pending == 0 })
 }
 
 // With no delay every status is due at once; they must still leave in
@@ -303,7 +304,7 @@ func TestWebhooksZeroDelayKeepOrder(t *testing.T) {
 	for i := range 5 {
 		h.send(num, token, text(fmt.Sprint("1555000000", i), fmt.Sprint("m", i)))
 	}
-	eventually(t, "15 webhooks", func() bool { return h.s.Stats().Webhooks.Delivered == 15 })
+	testwait.For(t, "15 webhooks", 10*time.Second, func() bool { return h.s.Stats().Webhooks.Delivered == 15 })
 	last := map[string]string{}
 	next := map[string]string{"": "sent", "sent": "delivered", "delivered": "read"}
 	for _, s := range statuses(t, r.all()) {
@@ -325,7 +326,7 @@ func TestWebhooksZeroDelayReorder(t *testing.T) {
 	wh.Concurrency = 1
 	h := start(t, sim.Config{Webhooks: wh, Faults: sim.Faults{WebhookReorder: 1}})
 	h.send(num, token, text("15550001111", "m1"))
-	eventually(t, "3 webhooks", func() bool { return h.s.Stats().Webhooks.Delivered == 3 })
+	testwait.For(t, "3 webhooks", 10*time.Second, func() bool { return h.s.Stats().Webhooks.Delivered == 3 })
 	var order []string
 	for _, s := range statuses(t, r.all()) {
 		order = append(order, s.Status.Status)

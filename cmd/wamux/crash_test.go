@@ -14,6 +14,7 @@ import (
 
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/bench"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/sim"
 )
 
@@ -83,13 +84,7 @@ func TestKill9MidStreamEveryMessageOnce(t *testing.T) {
 	for i := 0; i < n; i += 100 {
 		must(c.request("POST", "/v1/messages:batch", childKey, `{"messages":[`+strings.Join(items[i:i+100], ",")+`]}`))
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for s.Stats().Totals.Accepted < 100 {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d accepted before the kill", s.Stats().Totals.Accepted)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testwait.For(t, "100 messages accepted before the kill", 60*time.Second, func() bool { return s.Stats().Totals.Accepted >= 100 })
 	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -100,17 +95,12 @@ func TestKill9MidStreamEveryMessageOnce(t *testing.T) {
 	}
 
 	c2 := startServeAt(t, dir, addr, secret)
-	deadline = time.Now().Add(90 * time.Second)
-	for {
-		st := s.Stats().Totals
-		if st.Accepted-st.Duplicates >= n {
-			break
+	testwait.ForNil(t, 90*time.Second, func() error {
+		if st := s.Stats().Totals; st.Accepted-st.Duplicates < n {
+			return fmt.Errorf("accepted %d unique of %d after restart (%d at kill)\n%s", st.Accepted-st.Duplicates, n, atKill, c2.stderr.String())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("accepted %d unique of %d after restart (%d at kill)\n%s", st.Accepted-st.Duplicates, n, atKill, c2.stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	if d := s.Stats().Totals.Duplicates; d != 0 {
 		t.Fatalf("%d messages reached the provider twice", d)
 	}
@@ -128,20 +118,18 @@ func TestKill9MidStreamEveryMessageOnce(t *testing.T) {
 	// The gateway's own view agrees: nothing is left unknown or queued.
 	waitStatus := time.Now().Add(30 * time.Second)
 	for id := range seqOf {
-		for {
+		testwait.ForNil(t, time.Until(waitStatus), func() error {
 			_, body, err := c2.request("GET", "/v1/messages/"+id, childKey, "")
 			var m struct{ Status string }
 			if err == nil {
 				json.Unmarshal([]byte(body), &m)
 			}
-			if m.Status == "accepted" || m.Status == "sent" || m.Status == "delivered" || m.Status == "read" {
-				break
+			switch m.Status {
+			case "accepted", "sent", "delivered", "read":
+				return nil
 			}
-			if time.Now().After(waitStatus) {
-				t.Fatalf("message %s (seq %d) ended %q", id, seqOf[id], m.Status)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return fmt.Errorf("message %s (seq %d) ended %q", id, seqOf[id], m.Status)
+		})
 	}
 	inFlight := "none"
 	for _, line := range strings.Split(c2.stderr.String(), "\n") {

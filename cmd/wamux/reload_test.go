@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wamux/wamux/internal/testwait"
 )
 
 // TestSIGHUPReloadsSettings: the config file's settings apply at start; an
@@ -39,17 +41,16 @@ func TestSIGHUPReloadsSettings(t *testing.T) {
 	}
 	waitFor := func(what string, ok func(map[string]string) bool) map[string]string {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			s, err := settingsNow()
+		var s map[string]string
+		testwait.ForNil(t, 20*time.Second, func() error {
+			var err error
+			s, err = settingsNow()
 			if err == nil && ok(s) {
-				return s
+				return nil
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: settings %v, %v\n%s", what, s, err, c.stderr.String())
-			}
-			time.Sleep(50 * time.Millisecond) // polling interval
-		}
+			return fmt.Errorf("%s: settings %v, %v\n%s", what, s, err, c.stderr.String())
+		})
+		return s
 	}
 	if s, err := settingsNow(); err != nil || s["gap_timeout"] != "2m0s" {
 		t.Fatalf("the file's settings at start: %v, %v", s, err)
@@ -68,13 +69,12 @@ func TestSIGHUPReloadsSettings(t *testing.T) {
 	// which comes last.
 	waitLog := func(what string) {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for !strings.Contains(c.stderr.String(), what) {
-			if time.Now().After(deadline) {
-				t.Fatalf("log lacks %q\n%s", what, c.stderr.String())
+		testwait.ForNil(t, 20*time.Second, func() error {
+			if logs := c.stderr.String(); !strings.Contains(logs, what) {
+				return fmt.Errorf("log lacks %q\n%s", what, logs)
 			}
-			time.Sleep(50 * time.Millisecond) // polling interval
-		}
+			return nil
+		})
 	}
 	waitLog("configuration reloaded")
 	logs := c.stderr.String()

@@ -19,6 +19,7 @@ import (
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/app"
 	"github.com/wamux/wamux/bench"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/sim"
 	"github.com/wamux/wamux/store"
@@ -106,11 +107,14 @@ func (r *shutdownRig) waitSentOnce(t *testing.T, c *child, ids map[string]string
 		}
 		return ""
 	}
-	waitFor(t, 120*time.Second, func() string {
+	testwait.ForNil(t, 120*time.Second, func() error {
 		id := missing()
+		if id == "" {
+			return nil
+		}
 		_, body, _ := c.request("GET", "/v1/messages/"+id, childKey, "")
-		return fmt.Sprintf("message %s acknowledged but not sent: %s\n%s", id, body, c.stderr.String())
-	}, func() bool { return missing() == "" })
+		return fmt.Errorf("message %s acknowledged but not sent: %s\n%s", id, body, c.stderr.String())
+	})
 	if st := simStats(t, r.simURL); st.Totals.Duplicates != 0 {
 		t.Fatalf("%d messages reached the provider twice", st.Totals.Duplicates)
 	}
@@ -216,16 +220,15 @@ func (a *acked) drop(id string) {
 	a.mu.Unlock()
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, within time.Duration, what func() string, cond func() bool) {
+// waitTotals waits until the simulator's totals satisfy ok.
+func (r *shutdownRig) waitTotals(t *testing.T, ok func(sim.NumberStats) bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", within, what())
+	testwait.ForNil(t, 60*time.Second, func() error {
+		if st := r.sim.Stats().Totals; !ok(st) {
+			return fmt.Errorf("simulator totals %+v", st)
 		}
-		time.Sleep(20 * time.Millisecond) // polling interval
-	}
+		return nil
+	})
 }
 
 // simStats reads the simulator's ground truth the way an operator would.
@@ -262,11 +265,13 @@ func TestSIGTERMUnderLoadKeepsEveryAcknowledgement(t *testing.T) {
 	for w := range 6 {
 		wg.Go(func() { a.webhookUntilRefused(c, r.secret, r.phone(w%len(r.accounts)), w) })
 	}
-	waitFor(t, 60*time.Second, func() string {
-		return fmt.Sprintf("%d messages, %d webhooks acknowledged, %d accepted by the provider\n%s",
-			a.nMsg.Load(), a.nHook.Load(), r.sim.Stats().Totals.Accepted, c.stderr.String())
-	}, func() bool {
-		return a.nMsg.Load() >= 150 && a.nHook.Load() >= 300 && r.sim.Stats().Totals.Accepted >= 30
+	testwait.ForNil(t, 60*time.Second, func() error {
+		msgs, hooks, accepted := a.nMsg.Load(), a.nHook.Load(), r.sim.Stats().Totals.Accepted
+		if msgs >= 150 && hooks >= 300 && accepted >= 30 {
+			return nil
+		}
+		return fmt.Errorf("%d messages, %d webhooks acknowledged, %d accepted by the provider\n%s",
+			msgs, hooks, accepted, c.stderr.String())
 	})
 	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -393,11 +398,9 @@ func TestSIGTERMWithHangingProviderExitsWithinBound(t *testing.T) {
 			t.Fatalf("submit: %d %s %v", code, body, err)
 		}
 	}
-	waitFor(t, 60*time.Second, func() string { return fmt.Sprintf("%+v", r.sim.Stats().Totals) },
-		func() bool { return r.sim.Stats().Totals.Accepted >= 10 })
+	r.waitTotals(t, func(st sim.NumberStats) bool { return st.Accepted >= 10 })
 	r.setFaults(t, sim.Faults{SlowAccept: 1, SlowDelay: time.Hour})
-	waitFor(t, 60*time.Second, func() string { return fmt.Sprintf("%+v", r.sim.Stats().Totals) },
-		func() bool { return r.sim.Stats().Totals.Faults["slow_accept"] >= 3 })
+	r.waitTotals(t, func(st sim.NumberStats) bool { return st.Faults["slow_accept"] >= 3 })
 
 	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -439,8 +442,7 @@ func TestSIGTERMWithAStalledClientLetsSendsFinish(t *testing.T) {
 			t.Fatalf("submit: %d %s %v", code, body, err)
 		}
 	}
-	waitFor(t, 60*time.Second, func() string { return fmt.Sprintf("%+v", r.sim.Stats().Totals) },
-		func() bool { return r.sim.Stats().Totals.Accepted >= 10 })
+	r.waitTotals(t, func(st sim.NumberStats) bool { return st.Accepted >= 10 })
 
 	stalled, err := net.Dial("tcp", r.addr)
 	if err != nil {

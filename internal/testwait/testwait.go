@@ -8,19 +8,24 @@ import (
 	"time"
 )
 
-// interval is how often a condition is polled.
-const interval = 5 * time.Millisecond
+// The pause between polls starts at firstPause and doubles up to maxPause:
+// a condition that is nearly there is seen at once, and a long wait does not
+// keep a CPU busy polling.
+const (
+	firstPause = time.Millisecond
+	maxPause   = 50 * time.Millisecond
+)
 
 // For polls cond until it returns true. If within passes first, it fails t
 // with "timed out after <within> waiting for <what>".
 func For(t testing.TB, what string, within time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
-	for !cond() {
+	for pause := firstPause; !cond(); pause = min(2*pause, maxPause) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %s waiting for %s", within, what)
 		}
-		time.Sleep(interval)
+		time.Sleep(pause)
 	}
 }
 
@@ -29,7 +34,7 @@ func For(t testing.TB, what string, within time.Duration, cond func() bool) {
 func ForNil(t testing.TB, within time.Duration, check func() error) {
 	t.Helper()
 	deadline := time.Now().Add(within)
-	for {
+	for pause := firstPause; ; pause = min(2*pause, maxPause) {
 		err := check()
 		if err == nil {
 			return
@@ -37,6 +42,6 @@ func ForNil(t testing.TB, within time.Duration, check func() error) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %s: %v", within, err)
 		}
-		time.Sleep(interval)
+		time.Sleep(pause)
 	}
 }

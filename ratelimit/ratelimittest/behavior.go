@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wamux/wamux/internal/fakeclock"
 	"github.com/wamux/wamux/ratelimit"
 )
 
@@ -47,7 +48,7 @@ func testUtilization(t *testing.T, newLimiter NewLimiter) {
 	}{{1, 1}, {7, 3}, {80, 8}, {1000, 50}} {
 		want := tc.rate * window.Seconds()
 
-		clk := NewClock()
+		clk := fakeclock.New()
 		l := newLimiter(t, clk)
 		mustSetLimit(t, l, "follow", tc.rate, tc.burst)
 		end := clk.Now().Add(window)
@@ -61,7 +62,7 @@ func testUtilization(t *testing.T, newLimiter NewLimiter) {
 			t.Errorf("rate %v burst %d, caller following waits: %d grants in %v, want about %v", tc.rate, tc.burst, granted, window, want)
 		}
 
-		clk = NewClock()
+		clk = fakeclock.New()
 		l = newLimiter(t, clk)
 		mustSetLimit(t, l, "poll", tc.rate, tc.burst)
 		end = clk.Now().Add(window)
@@ -79,7 +80,7 @@ func testUtilization(t *testing.T, newLimiter NewLimiter) {
 // testSetLimitLowers checks that a lower limit caps the very next grants:
 // the bucket shrinks to the new burst and refills at the new rate.
 func testSetLimitLowers(t *testing.T, newLimiter NewLimiter) {
-	clk := NewClock()
+	clk := fakeclock.New()
 	l := newLimiter(t, clk)
 	mustSetLimit(t, l, "a", 100, 50)
 	mustSetLimit(t, l, "a", 1, 2)
@@ -98,7 +99,7 @@ func testSetLimitLowers(t *testing.T, newLimiter NewLimiter) {
 // testSetLimitRaises checks that a higher rate shortens a pending wait at
 // once.
 func testSetLimitRaises(t *testing.T, newLimiter NewLimiter) {
-	clk := NewClock()
+	clk := fakeclock.New()
 	l := newLimiter(t, clk)
 	mustSetLimit(t, l, "a", 1, 1)
 	if got, wait := drain(t, l, "a"); got != 1 || wait < 900*time.Millisecond {
@@ -119,7 +120,7 @@ func testSetLimitRaises(t *testing.T, newLimiter NewLimiter) {
 // fills at the rate, so a limit change never lets more than rate×T + burst
 // through.
 func testLargerBurst(t *testing.T, newLimiter NewLimiter) {
-	clk := NewClock()
+	clk := fakeclock.New()
 	l := newLimiter(t, clk)
 	mustSetLimit(t, l, "a", 10, 1)
 	if got, _ := drain(t, l, "a"); got != 1 {
@@ -137,7 +138,7 @@ func testLargerBurst(t *testing.T, newLimiter NewLimiter) {
 
 // testTokens checks the dashboard's view of the bucket.
 func testTokens(t *testing.T, newLimiter NewLimiter) {
-	clk := NewClock()
+	clk := fakeclock.New()
 	l := newLimiter(t, clk)
 	mustSetLimit(t, l, "a", 10, 5)
 	check := func(want float64, when string) {
@@ -161,7 +162,7 @@ func testTokens(t *testing.T, newLimiter NewLimiter) {
 // testIndependent checks that one account's use leaves another's bucket
 // and waits untouched.
 func testIndependent(t *testing.T, newLimiter NewLimiter) {
-	clk := NewClock()
+	clk := fakeclock.New()
 	l := newLimiter(t, clk)
 	mustSetLimit(t, l, "a", 1, 1)
 	mustSetLimit(t, l, "b", 2, 3)
@@ -193,7 +194,7 @@ func testConcurrent(t *testing.T, newLimiter NewLimiter) {
 		tick     = time.Millisecond
 		accounts = 3
 	)
-	clk := NewClock()
+	clk := fakeclock.New()
 	l := newLimiter(t, clk)
 	names := []string{"c0", "c1", "c2"}
 	for _, a := range names {
@@ -252,7 +253,7 @@ func testConcurrent(t *testing.T, newLimiter NewLimiter) {
 // testErrors checks the refusals a caller must handle as bugs, not waits.
 func testErrors(t *testing.T, newLimiter NewLimiter) {
 	ctx := t.Context()
-	l := newLimiter(t, NewClock())
+	l := newLimiter(t, fakeclock.New())
 	mustSetLimit(t, l, "a", 10, 5)
 	if _, _, err := l.Reserve(ctx, "a", 0); !errors.Is(err, ratelimit.ErrInvalidCount) {
 		t.Errorf("Reserve(0) error = %v, want ErrInvalidCount", err)

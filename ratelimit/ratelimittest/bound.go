@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wamux/wamux/internal/fakeclock"
 	"pgregory.net/rapid"
 )
 
@@ -54,7 +55,7 @@ func allowance(segs []segment, a, b time.Time) float64 {
 func testBound(t *testing.T, newLimiter NewLimiter) {
 	rapid.Check(t, func(rt *rapid.T) {
 		ctx := t.Context()
-		clk := NewClock()
+		clk := fakeclock.New()
 		l := newLimiter(t, clk)
 		const acct = "bound"
 
@@ -101,7 +102,7 @@ func testBound(t *testing.T, newLimiter NewLimiter) {
 				limit := allowance(segs, grants[i].at, grants[j].at)
 				if float64(sum) > limit+tolerance {
 					rt.Fatalf("%d grants in [%v, %v] (%v), bound rate×T+burst is %.6f",
-						sum, grants[i].at.Sub(Epoch), grants[j].at.Sub(Epoch), grants[j].at.Sub(grants[i].at), limit)
+						sum, grants[i].at.Sub(fakeclock.Epoch), grants[j].at.Sub(fakeclock.Epoch), grants[j].at.Sub(grants[i].at), limit)
 				}
 			}
 		}
@@ -113,7 +114,7 @@ func testBound(t *testing.T, newLimiter NewLimiter) {
 func testWaitIsHonest(t *testing.T, newLimiter NewLimiter) {
 	rapid.Check(t, func(rt *rapid.T) {
 		ctx := t.Context()
-		clk := NewClock()
+		clk := fakeclock.New()
 		l := newLimiter(t, clk)
 		const acct = "wait"
 		rate := rapid.Float64Range(0.5, 1000).Draw(rt, "rate")

@@ -8,6 +8,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/wamux/wamux/internal/fakeclock"
 	"github.com/wamux/wamux/ratelimit"
 )
 
@@ -27,7 +28,7 @@ func near(d, want time.Duration) bool {
 // testDebit checks that a debit takes tokens like a grant would, and goes
 // below zero so that the next sends wait for the debt to be refilled.
 func testDebit(t *testing.T, newLimiter NewLimiter) {
-	clk := NewClock()
+	clk := fakeclock.New()
 	l := newLimiter(t, clk)
 	mustSetLimit(t, l, "a", 10, 5)
 	mustDebit(t, l, "a", 2)
@@ -75,7 +76,7 @@ func testDebitBounded(t *testing.T, newLimiter NewLimiter) {
 		rate  float64
 		burst int
 	}{{10, 5}, {80, 8}, {1000, 50}, {0.5, 1}} {
-		clk := NewClock()
+		clk := fakeclock.New()
 		l := newLimiter(t, clk)
 		mustSetLimit(t, l, "a", tc.rate, tc.burst)
 		mustDebit(t, l, "a", ratelimit.MaxBurst)
@@ -112,7 +113,7 @@ func testDebitBounded(t *testing.T, newLimiter NewLimiter) {
 func testDebitCounts(t *testing.T, newLimiter NewLimiter) {
 	rapid.Check(t, func(rt *rapid.T) {
 		ctx := t.Context()
-		clk := NewClock()
+		clk := fakeclock.New()
 		l := newLimiter(t, clk)
 		const acct = "debit"
 		rate := rapid.Float64Range(1, 300).Draw(rt, "rate")
@@ -166,7 +167,7 @@ func testDebitCounts(t *testing.T, newLimiter NewLimiter) {
 				limit := rate*events[j].at.Sub(events[i].at).Seconds() + float64(burst)
 				if float64(sum) > limit+tolerance {
 					rt.Fatalf("%d grants and debits in [%v, %v], the last a grant; bound rate×T+burst is %.6f",
-						sum, events[i].at.Sub(Epoch), events[j].at.Sub(Epoch), limit)
+						sum, events[i].at.Sub(fakeclock.Epoch), events[j].at.Sub(fakeclock.Epoch), limit)
 				}
 			}
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/store"
 	"github.com/wamux/wamux/store/postgres"
 )
@@ -50,7 +51,7 @@ func TestClaimEpochPerTake(t *testing.T) {
 		old := lockHolder(t, a, schema)
 		terminate(t, a, old)
 		var pid uint32
-		waitFor(t, "the lock taken again and its epoch written", func() bool {
+		testwait.For(t, "the lock taken again and its epoch written", 30*time.Second, func() bool {
 			notLost(t, ca)
 			pid = lockHolder(t, a, schema)
 			e, _ := claimEpoch(t, a)
@@ -98,7 +99,7 @@ func TestClaimLostToGatewayInGap(t *testing.T) {
 	}
 	// The ended session lets go of the lock as its backend exits.
 	var cb store.Claim
-	waitFor(t, "another gateway to claim the store in the gap", func() bool {
+	testwait.For(t, "another gateway to claim the store in the gap", 30*time.Second, func() bool {
 		cb, err = b.Claim(t.Context())
 		if err != nil && !errors.Is(err, store.ErrInUse) {
 			t.Fatalf("claim in the gap: %v", err)
@@ -118,7 +119,7 @@ func TestClaimLostToGatewayInGap(t *testing.T) {
 	if err := ca.Err(); !errors.Is(err, store.ErrInUse) || !strings.Contains(err.Error(), "another gateway held the store") {
 		t.Fatalf("lost claim's error: %v, want ErrInUse saying another gateway held the store", err)
 	}
-	waitFor(t, "the lost claim to let go of the lock", func() bool { return lockHolder(t, a, schema) == 0 })
+	testwait.For(t, "the lost claim to let go of the lock", 30*time.Second, func() bool { return lockHolder(t, a, schema) == 0 })
 	cb, err = b.Claim(t.Context())
 	if err != nil {
 		t.Fatalf("claim after the first was lost: %v", err)
@@ -144,7 +145,7 @@ func TestClaimOwnBumpUnanswered(t *testing.T) {
 		}
 		old := lockHolder(t, a, schema)
 		terminate(t, a, old)
-		waitFor(t, fmt.Sprintf("the lock taken again and epoch %d written", epoch), func() bool {
+		testwait.For(t, fmt.Sprintf("the lock taken again and epoch %d written", epoch), 30*time.Second, func() bool {
 			notLost(t, ca)
 			pid := lockHolder(t, a, schema)
 			e, _ := claimEpoch(t, a)
@@ -198,6 +199,6 @@ func TestClaimWithoutEpochTable(t *testing.T) {
 		if err := ca.Err(); err == nil || !strings.Contains(err.Error(), "gateway_claim") {
 			t.Fatalf("lost claim's error: %v, want it to name gateway_claim", err)
 		}
-		waitFor(t, "the lost claim to let go of the lock", func() bool { return lockHolder(t, a, schema) == 0 })
+		testwait.For(t, "the lost claim to let go of the lock", 30*time.Second, func() bool { return lockHolder(t, a, schema) == 0 })
 	})
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/store"
 	"github.com/wamux/wamux/store/postgres"
 )
@@ -59,7 +60,7 @@ func TestClaimLostToReusedPID(t *testing.T) {
 	if err := <-locked; err != nil {
 		t.Fatalf("other session's lock: %v", err)
 	}
-	waitFor(t, "the claim lost, or the other session ended", func() bool {
+	testwait.For(t, "the claim lost, or the other session ended", 30*time.Second, func() bool {
 		select {
 		case <-ca.Lost():
 			return true
@@ -109,7 +110,7 @@ func TestClaimTerminatesOnlyItsSession(t *testing.T) {
 	if err != nil || !ended {
 		t.Fatalf("terminate pid %d with its start: ended %v, %v; want ended", pid, ended, err)
 	}
-	waitFor(t, "the session to end", func() bool { return !alive(t, s, pid) })
+	testwait.For(t, "the session to end", 30*time.Second, func() bool { return !alive(t, s, pid) })
 }
 
 // cutProxy forwards TCP connections to the server and can cut one on the
@@ -214,11 +215,11 @@ func TestClaimEndsItsBrokenSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.cut(t, port)
-	waitFor(t, "the lock taken again", func() bool {
+	testwait.For(t, "the lock taken again", 30*time.Second, func() bool {
 		notLost(t, ca)
 		pid := lockHolder(t, first, schema)
 		return pid != 0 && pid != old
 	})
 	notLost(t, ca)
-	waitFor(t, "the broken session to end", func() bool { return !alive(t, first, old) })
+	testwait.For(t, "the broken session to end", 30*time.Second, func() bool { return !alive(t, first, old) })
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/store"
 	"github.com/wamux/wamux/store/postgres"
 )
@@ -55,18 +56,6 @@ func terminate(t *testing.T, s *postgres.Store, pid uint32) {
 	t.Helper()
 	if _, err := s.Pool().Exec(t.Context(), "SELECT pg_terminate_backend($1)", int64(pid)); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval
 	}
 }
 
@@ -130,7 +119,7 @@ func TestClaimRetakenAfterKill(t *testing.T) {
 	defer ca.Release()
 	old := lockHolder(t, a, schema)
 	terminate(t, a, old)
-	waitFor(t, "the lock taken again", func() bool {
+	testwait.For(t, "the lock taken again", 30*time.Second, func() bool {
 		pid := lockHolder(t, a, schema)
 		return pid != 0 && pid != old
 	})
@@ -169,7 +158,7 @@ func waitingForLock(t *testing.T, s *postgres.Store, schema string) (uint32, <-c
 		<-done
 		other.Close(context.Background())
 	})
-	waitFor(t, "the other session to wait for the lock", func() bool {
+	testwait.For(t, "the other session to wait for the lock", 30*time.Second, func() bool {
 		var waiting bool
 		err := s.Pool().QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_locks
 			WHERE locktype = 'advisory' AND pid = $1 AND NOT granted)`, int64(otherPID)).Scan(&waiting)
@@ -249,16 +238,10 @@ func TestClaimLossNoticedWithoutCheck(t *testing.T) {
 		defer ca.Release()
 		old := lockHolder(t, a, schema)
 		terminate(t, a, old)
-		deadline := time.Now().Add(noticeWithin)
-		for {
-			if pid := lockHolder(t, a, schema); pid != 0 && pid != old {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the claim did not take its lock again after its session ended")
-			}
-			time.Sleep(10 * time.Millisecond) // polling interval
-		}
+		testwait.For(t, "the claim to take its lock again after its session ended", noticeWithin, func() bool {
+			pid := lockHolder(t, a, schema)
+			return pid != 0 && pid != old
+		})
 		notLost(t, ca)
 		if _, err := b.Claim(t.Context()); !errors.Is(err, store.ErrInUse) {
 			t.Fatalf("claim while the first holds it again: %v, want ErrInUse", err)
@@ -279,7 +262,7 @@ func TestClaimPingsBetweenWaits(t *testing.T) {
 	defer ca.Release()
 	pid := lockHolder(t, a, schema)
 	pings := map[time.Time]bool{}
-	waitFor(t, "three pings on the lock session", func() bool {
+	testwait.For(t, "three pings on the lock session", 30*time.Second, func() bool {
 		var started time.Time
 		err := a.Pool().QueryRow(t.Context(), `SELECT query_start FROM pg_stat_activity
 			WHERE pid = $1 AND query = '-- ping'`, int64(pid)).Scan(&started)
