@@ -509,10 +509,8 @@ func (o *observer) observe(ps []receipts.Processed) {
 // tally counts keys per distinct receipt. record only keeps the keys'
 // hashes, which the pipeline's goroutines compute while the caches hold
 // the key's strings; counts looks them up in the workload's index of
-// 800,000 hashes once the timed run is over. Looking them up at once, a
-// cache miss or two each, cost 5 % of the run's CPU on 2 vCPUs, which the
-// benchmark charged to the pipeline (docs/BENCHMARKS.md, eighteenth
-// session). A hash that is not in the index (a key the workload never
+// hashes once the timed run is over, so that those lookups, a cache miss
+// or two each, are not charged to the pipeline. A hash that is not in the index (a key the workload never
 // had) is not counted: the index holds no colliding hashes, and a foreign
 // key matches one by chance with odds of about 1 in 2^44.
 type tally struct {

@@ -17,7 +17,7 @@ const (
 	WAMIDsRandom = "random"
 	// WAMIDsSequential ids are "wamid.HBgL" and a zero-padded counter:
 	// they sort in sending order, so inserts land next to each other and
-	// a commit writes few pages. Runs recorded before 2026-11-30 used them.
+	// a commit writes few pages, which flatters index inserts.
 	WAMIDsSequential = "sequential"
 )
 

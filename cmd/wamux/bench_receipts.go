@@ -23,7 +23,7 @@ func runBenchReceipts(ctx context.Context, args []string, stdout, stderr io.Writ
 	batch := fs.Int("batch", 100, "receipts per Ingest call")
 	callers := fs.Int("callers", 32, "concurrent Ingest callers")
 	seed := fs.Uint64("seed", 1, "seed of the generated stream")
-	ids := fs.String("wamids", bench.WAMIDsRandom, `provider message ids: "random" (shaped like the Cloud API's, sorting in no useful order, as real ones) or "sequential" (sorting in sending order, which flatters index inserts; runs before 2026-11-30)`)
+	ids := fs.String("wamids", bench.WAMIDsRandom, `provider message ids: "random" (shaped like the Cloud API's, sorting in no useful order, as real ones) or "sequential" (sorting in sending order, which flatters index inserts)`)
 	bloomPerHour := fs.Uint("bloom-per-hour", 0, "distinct receipt keys an hour the L2 Bloom filter is sized for (0: the gateway's default, receipt_bloom_per_hour); the whole stream falls in about one hour")
 	baseline := fs.Bool("baseline", true, "also time raw batched inserts of the same rows (false: the pipeline alone, e.g. for a CPU profile)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
@@ -82,7 +82,7 @@ func runBenchWebhook(ctx context.Context, args []string, stdout, stderr io.Write
 	statuses := fs.Int("statuses", 1, "statuses per POST")
 	concurrency := fs.Int("concurrency", 32, "POSTs in flight")
 	storeSpec := fs.String("store", "sqlite", `"sqlite" or a PostgreSQL URL`)
-	ids := fs.String("wamids", bench.WAMIDsRandom, `provider message ids: "random" (like real ones) or "sequential" (runs before 2026-11-30)`)
+	ids := fs.String("wamids", bench.WAMIDsRandom, `provider message ids: "random" (like real ones) or "sequential" (sorting in sending order, which flatters index inserts)`)
 	rounds := fs.Int("rounds", 5, "parts the POSTs are split into, each sent to the bare handler and then to the real one")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	fs.Usage = func() {

@@ -13,9 +13,7 @@ import (
 // that a message neither the number cache nor the ledger's tail knows
 // (most often a new one: its first receipt) is numbered without a lookup
 // in the index first. Such a lookup finds nothing, but costs the single
-// writer a descent of a text-keyed B-tree all the same: about a fifth
-// of the writer's time inserting receipts of new messages
-// (docs/BENCHMARKS.md).
+// writer a descent of a text-keyed B-tree all the same.
 //
 // It must never miss a message the index holds; a false positive only
 // costs the lookup. What the index held when the store opened is added by

@@ -13,21 +13,16 @@ import (
 
 // keyIndexFillDefault is how many numbers the ledger's tail gathers
 // before the writer files them in message_key_index (migration 0100).
-// Larger fills dirty fewer index pages per message (a fill of n sorted
-// keys touches at most one page per key and at most every page once); the
-// tail lives in memory, about 130 bytes a number with its key (17 MiB at
-// 128 Ki). Once the index outgrows the fill, a fill dirties nearly every
-// index page whatever its size, so the pages written per new message
-// shrink in proportion to it: 128 Ki instead of 32 Ki ran the receipts
-// benchmark (307 Ki messages) faster in 5 of 5 alternating pairs, with
-// 9 % less CPU per receipt, of which about 1 % is the larger tail left
-// unfiled when the run ends (docs/BENCHMARKS.md, fourteenth session).
+// Larger fills dirty fewer index pages per message: a fill of n sorted
+// keys touches at most one page per key and at most every page once, so
+// once the index outgrows the fill the pages written per new message
+// shrink in proportion to it. The price is memory: the tail holds about
+// 130 bytes a number with its key.
 //
-// keyFillChunkDefault is how many of them one transaction files: a fill
-// of 32 Ki in one took the writer 75–285 ms on the receipts benchmark, a
-// stall every request queued behind it would wait out; a chunk is a
-// slice of the sorted keys, so chunks together dirty the pages one fill
-// would.
+// keyFillChunkDefault is how many of them one transaction files, so that
+// a fill does not stall the writer, and every request queued behind it,
+// in one long transaction; a chunk is a slice of the sorted keys, so
+// chunks together dirty the pages one fill would.
 const (
 	keyIndexFillDefault = 128 << 10
 	keyFillChunkDefault = 4 << 10

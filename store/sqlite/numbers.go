@@ -13,13 +13,9 @@ import (
 // numbers): 48 MiB once both generations of every shard are in use,
 // enough for every message a receipt flood of a few minutes touches.
 // Right after a shard turns over it holds only one generation, so the
-// cache is sure to hold the last 512 Ki; at 16 Ki a shard (256 Ki sure),
-// 12 % of the state reads of bench receipts' 307 Ki messages missed it
-// and looked the message up in message_key_index, on a reader or on the
-// writer: 32 Ki ran 4 % faster on average (13 alternating pairs) with 6 %
-// less CPU per receipt (docs/BENCHMARKS.md, thirteenth session). It
-// matches the state cache (StateCacheDefault), whose entries are found by
-// number.
+// cache is sure to hold the last 512 Ki; a miss costs a lookup in
+// message_key_index. It matches the state cache (StateCacheDefault), whose
+// entries are found by number.
 const (
 	numberShards    = 16
 	numbersPerShard = 32 << 10
@@ -28,8 +24,8 @@ const (
 // msgHash names a message (account id, provider id) in the number cache:
 // two 64-bit hashes under independent random seeds, the first with its
 // top bit set (so that no name is all zeros, which marks a free slot).
-// Keeping 16 bytes instead of both strings is what lets the cache hold a
-// million messages in 48 MiB (the string keys took about 120 bytes each).
+// Keeping 16 bytes instead of both strings (about 120 bytes) is what lets
+// the cache hold a million messages in 48 MiB.
 // Two messages share a name with a probability of about n²/2¹²⁸, about
 // 3 × 10⁻²⁷ for a million messages; the seeds are drawn per process, so
 // nobody outside can aim for a collision.
@@ -66,10 +62,8 @@ type numberShard struct {
 // twice as many slots as it may hold numbers. A slot is the message's
 // whole name and its number, 24 bytes, so a lookup mostly reads one cache
 // line, and a full table is one allocation that a turnover reuses. The
-// cost of a lookup is the memory read: in the receipts benchmark 3.6
-// million lookups per million receipts took about 1 s of CPU, as with Go's
-// map; looking a batch up under one lock (numbers.getMany) lets those
-// reads overlap, and took 0.3 s (docs/BENCHMARKS.md, fourteenth session).
+// cost of a lookup is the memory read; looking a batch up under one lock
+// (numbers.getMany) lets those reads overlap.
 type numberTable struct {
 	slots []numberSlot // nil until the first put
 	n     int

@@ -36,20 +36,16 @@ const (
 	// checkpoint copies the newest frame of each page written since the
 	// last one, so a page the writer rewrites many times within a second
 	// (the ledger's and the receipt table's last pages, the key index
-	// during a fill) is copied once instead of five times: 1 s instead of
-	// 200 ms ran the receipts benchmark faster in 7 of 11 alternating pairs,
-	// +4 % on average, with 5 % less CPU per receipt (docs/BENCHMARKS.md,
-	// fourteenth session). The WAL's size stays bounded by walSafetyPages.
+	// during a fill) is copied once per checkpoint however often it was
+	// rewritten. The WAL's size stays bounded by walSafetyPages.
 	CheckpointEveryDefault = time.Second
 	// walSafetyPages is the writer's own auto-checkpoint threshold when a
 	// background checkpointer runs (≈ 160 MiB of WAL with 4 KiB pages).
 	// Under a steady flood the WAL never restarts by itself: a PASSIVE
 	// checkpoint cannot catch up with a writer that keeps appending, so
 	// the WAL grows to this size, and from there every commit runs a
-	// checkpoint on the writer until a restart gets past the readers. At
-	// 10,000 pages that cost the writer 0.69 s of CPU per million
-	// receipts (bench receipts), at 40,000 0.12 s; the price is a WAL
-	// file that peaks at four times the size.
+	// checkpoint on the writer until a restart gets past the readers. A
+	// high threshold makes that rare, at the price of a larger WAL file.
 	walSafetyPages      = 40000
 	stmtCacheMaxDefault = 512
 	// GroupWaitDefault: see Options.GroupWait.
@@ -77,8 +73,7 @@ type Options struct {
 	// half the processors Go may use (GOMAXPROCS), at least one, at most
 	// four. Reads and the single writer share the CPU, and the writer is
 	// what bounds the store: readers that may take every core leave it
-	// waiting for one (docs/BENCHMARKS.md, ninth session: one reader
-	// instead of four on two cores, +5 to +8 % receipts/s).
+	// waiting for one.
 	ReadConns int
 	// CacheKiB is the page cache of the writer connection. SQLite's 2 MiB
 	// default makes inserts into a large receipts table re-read index pages
@@ -92,9 +87,8 @@ type Options struct {
 	// requests open for more while it is busy (its last commit ended less
 	// than 2 ms ago), so that a stream of small writes (the receipt log's
 	// appends, status updates) shares commits instead of paying BEGIN, WAL
-	// frames and fsync nearly once per request: about +40 % webhooks/s at
-	// 256 in flight, about -7 % at 32 (docs/BENCHMARKS.md). It yields the
-	// core while it waits. An idle writer never waits, and after 8 waits
+	// frames and fsync nearly once per request. It yields the core while
+	// it waits. An idle writer never waits, and after 8 waits
 	// in a row that gathered nobody it stops until requests share a batch
 	// by themselves, so a caller writing alone does not pay it on every
 	// write. A negative value turns it off.
@@ -104,9 +98,8 @@ type Options struct {
 	// 32-byte slots rounded up to a power of two, so that the receipt
 	// pipeline's state reads and Bloom confirmations need no read
 	// transaction. The default, 896 Ki messages (a ring of 1 Mi, 32 MiB
-	// once full), was +6 to +10 % receipts/s over half of it in the
-	// receipts benchmark, whose 307 Ki messages are all in flight at once
-	// (docs/BENCHMARKS.md, tenth session).
+	// once full), holds every message of a receipt flood of a few hundred
+	// thousand messages in flight at once.
 	StateCache int
 	// KeyIndexFill is how many new message numbers wait in memory before
 	// the writer files them in the message key index, sorted, a few

@@ -17,9 +17,7 @@ import (
 // come within hours of each other, so the newest numbers are the ones in
 // use; and since receipts arrive roughly in sending order, consecutive
 // lookups touch neighbouring slots, which the CPU's caches and
-// prefetcher serve, where a hash map scatters them (the map-based cache
-// before spent most of its time waiting for memory: docs/BENCHMARKS.md,
-// fourteenth session). A slot is 32 bytes; the ring is allocated in
+// prefetcher serve, where a hash map scatters them. A slot is 32 bytes; the ring is allocated in
 // chunks of stateChunk slots as numbers reach them, so a small store
 // stays small: 32 MiB once the default 1 Mi slots are all in use.
 // Slots are guarded by stateLocks mutexes striped by number, so that
@@ -37,9 +35,7 @@ const (
 // transaction. Reads are what make it worth having: SQLite empties a
 // reader connection's page cache whenever the WAL changed since its last
 // transaction, which under a steady writer is every time, so each state
-// read or Bloom confirmation fetched its b-tree pages again (more than a
-// third of the pipeline's CPU in the profile of docs/BENCHMARKS.md, ninth
-// session).
+// read or Bloom confirmation would fetch its b-tree pages again.
 //
 // An entry holds exactly what the rows hold: only committed writes go in
 // (the writer files a transaction's after its COMMIT and before it

@@ -9,9 +9,8 @@ import (
 
 // Deferred syncs. With synchronous=FULL, every COMMIT of the writer ends
 // with an fsync of the WAL, and the writer waits for it before it can
-// start the next transaction: about a third of its time under the receipt
-// pipeline's load (docs/BENCHMARKS.md, tenth session). The receipt
-// pipeline's writes need less than that:
+// start the next transaction. The receipt pipeline's writes need less
+// than that:
 //   - its log appends (request.deferSync) need that their callers are
 //     answered only once durable, not that the writer waits;
 //   - its merges (receipts and states) and log acks (request.ordered)
@@ -31,10 +30,9 @@ import (
 // the log ack of its receipts, so a crash that loses the merge loses the
 // ack too, and the log entries are processed again at Start (merging is
 // idempotent); whatever else acts on a merge (the outbound side's status
-// updates) commits with FULL and so makes it durable first. Before ordered
-// writes, every merge had an fsync of its own, and the log appends, which
-// a webhook's answer waits for, queued behind them in the syncer
-// (docs/BENCHMARKS.md, seventeenth session).
+// updates) commits with FULL and so makes it durable first. So merges need
+// no fsync of their own, and the log appends, which a webhook's answer
+// waits for, do not queue behind them in the syncer.
 //
 // The difference with FULL is only what a reader sees meanwhile: a
 // deferred or ordered batch's rows are visible to other connections before
