@@ -76,6 +76,13 @@ type sentMsg struct {
 	at       time.Time
 }
 
+// outboundReq is one message of the workload: its request body and what
+// the report needs to know of it.
+type outboundReq struct {
+	body map[string]any
+	meta sentMsg
+}
+
 // RunOutbound runs one outbound measurement.
 func RunOutbound(ctx context.Context, cfg OutboundConfig) (OutboundReport, error) {
 	if cfg.Accounts <= 0 || cfg.Rate <= 0 || cfg.Duration <= 0 {
@@ -95,27 +102,50 @@ func RunOutbound(ctx context.Context, cfg OutboundConfig) (OutboundReport, error
 	}
 	defer h.Close()
 
+	burst := max(1, int(cfg.Rate/10))
+	rng := rand.New(rand.NewPCG(cfg.Seed, 7))
+	for a := 0; a < cfg.Accounts; a++ {
+		id, pnid := outboundAccount(a)
+		if err := h.AddAccount(ctx, id, pnid, cfg.Rate, burst, sim.Limits{Rate: cfg.Rate}); err != nil {
+			return OutboundReport{}, err
+		}
+	}
+	all := outboundWorkload(cfg, rng)
+
+	start := time.Now()
+	sub := newOutboundSubmitter(h, len(all))
+	if cfg.Load <= 0 {
+		sub.flood(ctx, all)
+	} else if err := sub.paced(ctx, cfg, all, start); err != nil {
+		return OutboundReport{}, err
+	}
+	if err := sub.wait(); err != nil {
+		return OutboundReport{}, err
+	}
+	if err := waitOutboundAccepted(ctx, cfg, h, int64(len(sub.sent)), start); err != nil {
+		return OutboundReport{}, err
+	}
+	return outboundReport(cfg, h, sub.sent, start, burst), nil
+}
+
+// outboundAccount is account a's id and phone number id.
+func outboundAccount(a int) (id, pnid string) {
+	return fmt.Sprintf("acct-%03d", a), fmt.Sprintf("%d", 100000000000+a)
+}
+
+// outboundWorkload is every message the clients submit: per account,
+// client_seq 1 to Rate×Duration (×Load when paced), shuffled within
+// windows, the accounts interleaved as many clients would.
+func outboundWorkload(cfg OutboundConfig, rng *rand.Rand) []outboundReq {
 	perAccount := int(math.Ceil(cfg.Rate * cfg.Duration.Seconds()))
 	if cfg.Load > 0 {
 		perAccount = int(math.Ceil(cfg.Rate * cfg.Load * cfg.Duration.Seconds()))
 	}
 	recipients := max(50, perAccount/2) // ≤ 2 messages per recipient: pair limits stay out of the way
-	burst := max(1, int(cfg.Rate/10))
-	rng := rand.New(rand.NewPCG(cfg.Seed, 7))
+	perAcc := make([][]outboundReq, cfg.Accounts)
 	for a := 0; a < cfg.Accounts; a++ {
-		id, pnid := fmt.Sprintf("acct-%03d", a), fmt.Sprintf("%d", 100000000000+a)
-		if err := h.AddAccount(ctx, id, pnid, cfg.Rate, burst, sim.Limits{Rate: cfg.Rate}); err != nil {
-			return OutboundReport{}, err
-		}
-	}
-	type req struct {
-		body map[string]any
-		meta sentMsg
-	}
-	perAcc := make([][]req, cfg.Accounts)
-	for a := 0; a < cfg.Accounts; a++ {
-		id, pnid := fmt.Sprintf("acct-%03d", a), fmt.Sprintf("%d", 100000000000+a)
-		seqs := make([]req, perAccount)
+		id, pnid := outboundAccount(a)
+		seqs := make([]outboundReq, perAccount)
 		for i := range seqs {
 			seq := int64(i + 1)
 			to := fmt.Sprintf("1%03d%07d", a, i%recipients)
@@ -126,7 +156,7 @@ func RunOutbound(ctx context.Context, cfg OutboundConfig) (OutboundReport, error
 			case r >= 7:
 				p = "P2"
 			}
-			seqs[i] = req{
+			seqs[i] = outboundReq{
 				body: map[string]any{"biz_type": "bench", "account_id": id, "client_seq": seq, "to": to, "priority": p,
 					"type": "text", "text": map[string]any{"body": fmt.Sprintf("message %d", seq)}},
 				meta: sentMsg{account: id, pnid: pnid, to: to, seq: seq, priority: p},
@@ -145,93 +175,120 @@ func RunOutbound(ctx context.Context, cfg OutboundConfig) (OutboundReport, error
 		}
 		perAcc[a] = seqs
 	}
-	// Interleave accounts, as many clients would.
-	var all []req
+	var all []outboundReq
 	for i := 0; i < perAccount; i++ {
 		for a := range perAcc {
 			all = append(all, perAcc[a][i])
 		}
 	}
+	return all
+}
 
-	sent := make(map[string]sentMsg, len(all))
-	var mu sync.Mutex
-	start := time.Now()
-	var wg sync.WaitGroup
-	errs := make(chan error, 1)
-	sem := make(chan struct{}, 4)
-	submit := func(chunk []req) {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			msgs := make([]map[string]any, len(chunk))
-			for k, r := range chunk {
-				msgs[k] = r.body
-			}
-			at := time.Now()
-			var out struct {
-				Results []struct {
-					MsgID string         `json:"msg_id"`
-					Error map[string]any `json:"error"`
-				} `json:"results"`
-			}
-			if err := h.Do(ctx, "POST", "/v1/messages:batch", map[string]any{"messages": msgs}, &out); err != nil {
-				select {
-				case errs <- err:
-				default:
-				}
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			for k, r := range out.Results {
-				if r.Error != nil {
-					continue
-				}
-				m := chunk[k].meta
-				m.at = at
-				sent[r.MsgID] = m
-			}
-		}()
-	}
-	const batch = 500
-	if cfg.Load <= 0 {
-		for i := 0; i < len(all); i += batch {
-			submit(all[i:min(i+batch, len(all))])
+// outboundBatch is how many messages one submission carries.
+const outboundBatch = 500
+
+// outboundSubmitter submits batches, at most four at a time, and records
+// when each accepted message was submitted.
+type outboundSubmitter struct {
+	h    *Harness
+	mu   sync.Mutex
+	sent map[string]sentMsg // by msg_id; under mu until wait returns
+	wg   sync.WaitGroup
+	errs chan error // the first failed submission
+	sem  chan struct{}
+}
+
+func newOutboundSubmitter(h *Harness, n int) *outboundSubmitter {
+	return &outboundSubmitter{h: h, sent: make(map[string]sentMsg, n), errs: make(chan error, 1), sem: make(chan struct{}, 4)}
+}
+
+// submit posts chunk as one batch on a goroutine of its own, once fewer
+// than four are in flight.
+func (s *outboundSubmitter) submit(ctx context.Context, chunk []outboundReq) {
+	s.wg.Add(1)
+	s.sem <- struct{}{}
+	go func() {
+		defer s.wg.Done()
+		defer func() { <-s.sem }()
+		msgs := make([]map[string]any, len(chunk))
+		for k, r := range chunk {
+			msgs[k] = r.body
 		}
-	} else {
-		// Paced: each round submits what the offered rate owes since the
-		// last one, so a slow round is made up, not lost.
-		tick := time.NewTicker(paceTick)
-		owed, next, last := 0.0, 0, start
-		for next < len(all) {
+		at := time.Now()
+		var out struct {
+			Results []struct {
+				MsgID string         `json:"msg_id"`
+				Error map[string]any `json:"error"`
+			} `json:"results"`
+		}
+		if err := s.h.Do(ctx, "POST", "/v1/messages:batch", map[string]any{"messages": msgs}, &out); err != nil {
 			select {
-			case <-ctx.Done():
-				tick.Stop()
-				return OutboundReport{}, ctx.Err()
-			case now := <-tick.C:
-				owed += float64(cfg.Accounts) * cfg.Rate * cfg.Load * now.Sub(last).Seconds()
-				last = now
+			case s.errs <- err:
+			default:
 			}
-			n := min(int(owed), len(all)-next)
-			owed -= float64(n)
-			for i := next; i < next+n; i += batch {
-				submit(all[i:min(i+batch, next+n)])
-			}
-			next += n
+			return
 		}
-		tick.Stop()
-	}
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return OutboundReport{}, fmt.Errorf("submit: %w", err)
-	default:
-	}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for k, r := range out.Results {
+			if r.Error != nil {
+				continue
+			}
+			m := chunk[k].meta
+			m.at = at
+			s.sent[r.MsgID] = m
+		}
+	}()
+}
 
-	total := int64(len(sent))
-	// Room for unknown outcomes: a quiet period, its extension and a resend.
+// flood submits everything at once.
+func (s *outboundSubmitter) flood(ctx context.Context, all []outboundReq) {
+	for i := 0; i < len(all); i += outboundBatch {
+		s.submit(ctx, all[i:min(i+outboundBatch, len(all))])
+	}
+}
+
+// paced submits at Load × Rate per account: each round submits what the
+// offered rate owes since the last one, so a slow round is made up, not
+// lost.
+func (s *outboundSubmitter) paced(ctx context.Context, cfg OutboundConfig, all []outboundReq, start time.Time) error {
+	tick := time.NewTicker(paceTick)
+	defer tick.Stop()
+	owed, next, last := 0.0, 0, start
+	for next < len(all) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case now := <-tick.C:
+			owed += float64(cfg.Accounts) * cfg.Rate * cfg.Load * now.Sub(last).Seconds()
+			last = now
+		}
+		n := min(int(owed), len(all)-next)
+		owed -= float64(n)
+		for i := next; i < next+n; i += outboundBatch {
+			s.submit(ctx, all[i:min(i+outboundBatch, next+n)])
+		}
+		next += n
+	}
+	return nil
+}
+
+// wait waits for every submission and returns the first failure.
+func (s *outboundSubmitter) wait() error {
+	s.wg.Wait()
+	select {
+	case err := <-s.errs:
+		return fmt.Errorf("submit: %w", err)
+	default:
+		return nil
+	}
+}
+
+// waitOutboundAccepted waits until the simulator has accepted total
+// distinct messages, or until the deadline leaves room for unknown
+// outcomes (a quiet period, its extension and a resend), reporting
+// progress about once a second.
+func waitOutboundAccepted(ctx context.Context, cfg OutboundConfig, h *Harness, total int64, start time.Time) error {
 	deadline := start.Add(3*cfg.Duration + 150*time.Second)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -243,15 +300,14 @@ func RunOutbound(ctx context.Context, cfg OutboundConfig) (OutboundReport, error
 			lastProgress = time.Now()
 		}
 		if acc >= total || time.Now().After(deadline) {
-			break
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return OutboundReport{}, ctx.Err()
+			return ctx.Err()
 		case <-tick.C:
 		}
 	}
-	return outboundReport(cfg, h, sent, start, burst), nil
 }
 
 func outboundReport(cfg OutboundConfig, h *Harness, sent map[string]sentMsg, start time.Time, burst int) OutboundReport {

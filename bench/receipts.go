@@ -154,15 +154,31 @@ func RunReceipts(ctx context.Context, cfg ReceiptsConfig) (ReceiptsReport, error
 		return rep, err
 	}
 	defer closeStore()
+	if err := runReceiptsPipeline(ctx, cfg, w, st, &rep); err != nil {
+		return rep, err
+	}
+	if rep.Lost, rep.FinalStateMismatches, err = verify(ctx, st, w); err != nil {
+		return rep, err
+	}
+	if cfg.NoBaseline {
+		return rep, nil
+	}
+	err = runReceiptsBaseline(ctx, cfg, w, &rep)
+	return rep, err
+}
+
+// runReceiptsPipeline feeds the stream through the pipeline on st and
+// fills rep's figures of the pipeline.
+func runReceiptsPipeline(ctx context.Context, cfg ReceiptsConfig, w *workload, st store.Store, rep *ReceiptsReport) error {
 	obs := newObserver(w)
 	writes := countStateWrites(st, w)
 	p, err := receipts.New(receipts.Config{Store: writes.store(), Registry: prometheus.NewRegistry(), Logger: cfg.Logger,
 		LateWindow: 24 * time.Hour, Observer: obs.observe, Bloom: receipts.BloomConfig{ExpectedPerHour: cfg.BloomPerHour}})
 	if err != nil {
-		return rep, err
+		return err
 	}
 	if err := p.Start(ctx); err != nil {
-		return rep, err
+		return err
 	}
 	start, cpu0 := time.Now(), processCPU()
 	err = feed(ctx, w, cfg.Batch, cfg.Callers, func(ctx context.Context, rs []wamux.Receipt) error {
@@ -175,7 +191,7 @@ func RunReceipts(ctx context.Context, cfg ReceiptsConfig) (ReceiptsReport, error
 	elapsed, cpu := time.Since(start), processCPU()-cpu0
 	stopErr := p.Stop(context.Background())
 	if err = errors.Join(err, stopErr); err != nil {
-		return rep, fmt.Errorf("bench receipts: pipeline: %w", err)
+		return fmt.Errorf("bench receipts: pipeline: %w", err)
 	}
 	rep.ElapsedSec = elapsed.Seconds()
 	rep.ReceiptsPerSec = float64(len(w.stream)) / elapsed.Seconds()
@@ -186,19 +202,15 @@ func RunReceipts(ctx context.Context, cfg ReceiptsConfig) (ReceiptsReport, error
 	rep.BloomFalsePositives, rep.Applied, rep.Ignored, rep.Late = s.BloomFalsePositives, s.Applied, s.Ignored, s.Late
 	rep.DoubleApplied = doubleApplied(obs, writes)
 	rep.LatencyP50Ms, rep.LatencyP99Ms = obs.percentiles()
+	return nil
+}
 
-	if rep.Lost, rep.FinalStateMismatches, err = verify(ctx, st, w); err != nil {
-		return rep, err
-	}
-
-	if cfg.NoBaseline {
-		return rep, nil
-	}
-	// Baseline: the same rows, the same batches, straight into a fresh
-	// store of the same kind.
+// runReceiptsBaseline inserts the same rows, in the same batches, straight
+// into a fresh store of the same kind, and fills rep's baseline figures.
+func runReceiptsBaseline(ctx context.Context, cfg ReceiptsConfig, w *workload, rep *ReceiptsReport) error {
 	bst, closeBase, err := openBenchStore(ctx, cfg.Store)
 	if err != nil {
-		return rep, err
+		return err
 	}
 	defer closeBase()
 	bstart, bcpu0 := time.Now(), processCPU()
@@ -206,14 +218,14 @@ func RunReceipts(ctx context.Context, cfg ReceiptsConfig) (ReceiptsReport, error
 		_, err := bst.InsertReceipts(ctx, rs)
 		return err
 	}); err != nil {
-		return rep, fmt.Errorf("bench receipts: baseline: %w", err)
+		return fmt.Errorf("bench receipts: baseline: %w", err)
 	}
 	belapsed, bcpu := time.Since(bstart), processCPU()-bcpu0
 	rep.BaselineCPUMicrosPerRow = float64(bcpu.Microseconds()) / float64(len(w.stream))
 	rep.BaselineElapsedSec = belapsed.Seconds()
 	rep.BaselineRowsPerSec = float64(len(w.stream)) / belapsed.Seconds()
 	rep.Ratio = rep.ReceiptsPerSec / rep.BaselineRowsPerSec
-	return rep, nil
+	return nil
 }
 
 // workload is the generated stream and what it should end in. It holds
@@ -320,33 +332,7 @@ func generateReceipts(cfg ReceiptsConfig) (*workload, error) {
 	total := 0
 	for i := range plans {
 		w.msgs[i] = benchMessage{id: add(ids[i]), callback: add("msg-" + strconv.Itoa(i)), account: uint16(i % cfg.Accounts)}
-		r := func(t uint8, k uint8) benchReceipt { return benchReceipt{msg: int32(i), typ: t, minutes: k} }
-		switch x := rng.Float64(); {
-		case x < 0.80:
-			plans[i] = []benchReceipt{r(bSent, 0), r(bDelivered, 1), r(bRead, 2)}
-		case x < 0.92:
-			plans[i] = []benchReceipt{r(bSent, 0), r(bDelivered, 1)}
-		case x < 0.97:
-			// Failed is final against sent, even a sent stamped later.
-			f := r(bFailed, 1)
-			f.code = 131049
-			sent := r(bSent, 0)
-			if rng.IntN(2) == 0 {
-				sent.minutes = 2
-			}
-			plans[i] = []benchReceipt{sent, f}
-		default:
-			// Delivered beats failed whichever event came first: half the
-			// time the failure is stamped after the delivery, so that a
-			// merge ordering by event time before strength is caught.
-			f := r(bFailed, 1)
-			f.code = 131026
-			d := r(bDelivered, 2)
-			if rng.IntN(2) == 0 {
-				f.minutes, d.minutes = 2, 1
-			}
-			plans[i] = []benchReceipt{r(bSent, 0), f, d}
-		}
+		plans[i] = planStatuses(rng, int32(i))
 		total += len(plans[i])
 	}
 	ids = nil
@@ -354,37 +340,9 @@ func generateReceipts(cfg ReceiptsConfig) (*workload, error) {
 		return nil, fmt.Errorf("%d messages carry at most %d distinct receipts; %d needed (raise --messages)", m, total, nUniq)
 	}
 	w.text = text.String()
-	w.uniq = make([]benchReceipt, 0, nUniq)
-	for round := 0; len(w.uniq) < nUniq; round++ {
-		for i := range plans {
-			if round < len(plans[i]) && len(w.uniq) < nUniq {
-				w.uniq = append(w.uniq, plans[i][round])
-			}
-		}
-	}
+	w.uniq = roundRobin(plans, nUniq)
 	plans = nil
-	// Positions: distinct receipts in order, a share of them moved; the
-	// duplicates anywhere.
-	type placed struct {
-		pos float64
-		r   int32
-	}
-	order := make([]placed, 0, cfg.Receipts)
-	for i := range w.uniq {
-		pos := float64(i)
-		if rng.Float64() < cfg.Reorder {
-			pos = rng.Float64() * float64(len(w.uniq))
-		}
-		order = append(order, placed{pos, int32(i)})
-	}
-	for len(order) < cfg.Receipts {
-		order = append(order, placed{rng.Float64() * float64(len(w.uniq)), int32(rng.IntN(len(w.uniq)))})
-	}
-	sort.SliceStable(order, func(a, b int) bool { return order[a].pos < order[b].pos })
-	w.stream = make([]int32, len(order))
-	for i, o := range order {
-		w.stream[i] = o.r
-	}
+	w.stream = placeReceipts(rng, len(w.uniq), cfg.Receipts, cfg.Reorder)
 	// A 64-bit hash collision among a million keys is unlikely (about
 	// 1 in 10^7); should one occur, another seed.
 	for attempt := 0; ; attempt++ {
@@ -397,6 +355,80 @@ func generateReceipts(cfg ReceiptsConfig) (*workload, error) {
 	}
 	w.want = expectedStates(w)
 	return w, nil
+}
+
+// planStatuses draws the statuses message msg receives: most sent,
+// delivered, read; some stop at delivered; some fail, a few fail and are
+// delivered after all.
+func planStatuses(rng *mrand.Rand, msg int32) []benchReceipt {
+	r := func(t uint8, k uint8) benchReceipt { return benchReceipt{msg: msg, typ: t, minutes: k} }
+	switch x := rng.Float64(); {
+	case x < 0.80:
+		return []benchReceipt{r(bSent, 0), r(bDelivered, 1), r(bRead, 2)}
+	case x < 0.92:
+		return []benchReceipt{r(bSent, 0), r(bDelivered, 1)}
+	case x < 0.97:
+		// Failed is final against sent, even a sent stamped later.
+		f := r(bFailed, 1)
+		f.code = 131049
+		sent := r(bSent, 0)
+		if rng.IntN(2) == 0 {
+			sent.minutes = 2
+		}
+		return []benchReceipt{sent, f}
+	default:
+		// Delivered beats failed whichever event came first: half the
+		// time the failure is stamped after the delivery, so that a
+		// merge ordering by event time before strength is caught.
+		f := r(bFailed, 1)
+		f.code = 131026
+		d := r(bDelivered, 2)
+		if rng.IntN(2) == 0 {
+			f.minutes, d.minutes = 2, 1
+		}
+		return []benchReceipt{r(bSent, 0), f, d}
+	}
+}
+
+// roundRobin takes n receipts from plans: every message's first, then
+// every message's second, and so on.
+func roundRobin(plans [][]benchReceipt, n int) []benchReceipt {
+	uniq := make([]benchReceipt, 0, n)
+	for round := 0; len(uniq) < n; round++ {
+		for i := range plans {
+			if round < len(plans[i]) && len(uniq) < n {
+				uniq = append(uniq, plans[i][round])
+			}
+		}
+	}
+	return uniq
+}
+
+// placeReceipts orders a stream of total receipts, as positions in the
+// distinct ones: the distinct receipts in order, a share reorder of them
+// moved to random places, and the duplicates anywhere.
+func placeReceipts(rng *mrand.Rand, distinct, total int, reorder float64) []int32 {
+	type placed struct {
+		pos float64
+		r   int32
+	}
+	order := make([]placed, 0, total)
+	for i := range distinct {
+		pos := float64(i)
+		if rng.Float64() < reorder {
+			pos = rng.Float64() * float64(distinct)
+		}
+		order = append(order, placed{pos, int32(i)})
+	}
+	for len(order) < total {
+		order = append(order, placed{rng.Float64() * float64(distinct), int32(rng.IntN(distinct))})
+	}
+	sort.SliceStable(order, func(a, b int) bool { return order[a].pos < order[b].pos })
+	stream := make([]int32, len(order))
+	for i, o := range order {
+		stream[i] = o.r
+	}
+	return stream
 }
 
 // indexKeys hashes every distinct receipt's key with a fresh seed; false

@@ -70,12 +70,70 @@ type WebhookReport struct {
 
 const benchAppSecret = "bench-app-secret"
 
+// webhookPhone is the phone number id every benchmark notification names.
+const webhookPhone = "106540352242922"
+
 // RunWebhook sends the same signed notifications, over loopback HTTP, to
 // the real handler (signature, parse, account lookup, durable append on a
 // real store, 200) and to a bare net/http handler that only reads the body
 // and checks the HMAC, and reports POSTs per second of each. The POSTs go
 // in cfg.Rounds parts, each to the bare handler and then to the real one.
 func RunWebhook(ctx context.Context, cfg WebhookConfig) (WebhookReport, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return WebhookReport{}, err
+	}
+	rep := WebhookReport{Store: storeKind(cfg.Store), Posts: cfg.Posts, StatusesPerPost: cfg.Statuses, Concurrency: cfg.Concurrency,
+		WAMIDs: cfg.WAMIDs, Rounds: cfg.Rounds}
+	// The last warm bodies are distinct notifications for the warm-up, so
+	// that none of the measured ones is a repeat the handler skips.
+	warmN := 2 * cfg.Concurrency
+	bodies, sigs := webhookBodies(cfg, cfg.Posts+warmN)
+
+	bare := bareWebhookServer()
+	defer bare.Close()
+	real, err := startRealWebhook(ctx, cfg.Store)
+	if err != nil {
+		return rep, err
+	}
+	defer real.close()
+
+	client := &http.Client{Transport: &http.Transport{MaxIdleConns: cfg.Concurrency * 2, MaxIdleConnsPerHost: cfg.Concurrency * 2}}
+	defer client.CloseIdleConnections()
+	// Warm both paths (connections, statement caches) before measuring.
+	warm, warmSigs := bodies[cfg.Posts:], sigs[cfg.Posts:]
+	bodies, sigs = bodies[:cfg.Posts], sigs[:cfg.Posts]
+	for _, url := range []string{bare.URL, real.url} {
+		if _, _, err := post(ctx, client, url, warm, warmSigs, cfg.Concurrency); err != nil {
+			return rep, fmt.Errorf("bench webhook: warm-up: %w", err)
+		}
+	}
+	if err := real.pipe.Flush(ctx); err != nil {
+		return rep, err
+	}
+	warmApplied := real.pipe.Stats().Applied
+	var bareRun, realRun webhookRun
+	for r := range cfg.Rounds {
+		lo, hi := r*len(bodies)/cfg.Rounds, (r+1)*len(bodies)/cfg.Rounds
+		if err := bareRun.round(ctx, client, bare.URL, bodies[lo:hi], sigs[lo:hi], cfg.Concurrency, nil); err != nil {
+			return rep, fmt.Errorf("bench webhook: bare handler: %w", err)
+		}
+		// The real handler's CPU runs until its statuses are merged; the
+		// rate counts only the POSTs, as a sender sees it.
+		if err := realRun.round(ctx, client, real.url, bodies[lo:hi], sigs[lo:hi], cfg.Concurrency, real.pipe.Flush); err != nil {
+			return rep, fmt.Errorf("bench webhook: real handler: %w", err)
+		}
+	}
+	n := float64(len(bodies))
+	rep.BarePostsPerSec, rep.BareCPUMicrosPerPost, rep.BareP50Ms, rep.BareP99Ms = bareRun.figures(n)
+	rep.PostsPerSec, rep.CPUMicrosPerPost, rep.P50Ms, rep.P99Ms = realRun.figures(n)
+	rep.Ratio = rep.PostsPerSec / rep.BarePostsPerSec
+	rep.Processed = real.pipe.Stats().Applied - warmApplied
+	return rep, nil
+}
+
+// withDefaults fills the zero fields of cfg and checks WAMIDs.
+func (cfg WebhookConfig) withDefaults() (WebhookConfig, error) {
 	if cfg.Posts <= 0 {
 		cfg.Posts = 100_000
 	}
@@ -93,19 +151,17 @@ func RunWebhook(ctx context.Context, cfg WebhookConfig) (WebhookReport, error) {
 	}
 	cfg.Rounds = min(cfg.Rounds, cfg.Posts)
 	var err error
-	if cfg.WAMIDs, err = checkWAMIDs(cfg.WAMIDs); err != nil {
-		return WebhookReport{}, err
-	}
-	rep := WebhookReport{Store: storeKind(cfg.Store), Posts: cfg.Posts, StatusesPerPost: cfg.Statuses, Concurrency: cfg.Concurrency,
-		WAMIDs: cfg.WAMIDs, Rounds: cfg.Rounds}
-	const phone = "106540352242922"
-	// The last warm bodies are distinct notifications for the warm-up, so
-	// that none of the measured ones is a repeat the handler skips.
-	warmN := 2 * cfg.Concurrency
-	bodies := make([][]byte, cfg.Posts+warmN)
-	sigs := make([]string, cfg.Posts+warmN)
+	cfg.WAMIDs, err = checkWAMIDs(cfg.WAMIDs)
+	return cfg, err
+}
+
+// webhookBodies is n signed notifications of cfg.Statuses distinct
+// delivered statuses each, and their signatures.
+func webhookBodies(cfg WebhookConfig, n int) (bodies [][]byte, sigs []string) {
+	bodies = make([][]byte, n)
+	sigs = make([]string, n)
 	ts := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Unix()
-	ids := wamids(cfg.WAMIDs, len(bodies)*cfg.Statuses, 1)
+	ids := wamids(cfg.WAMIDs, n*cfg.Statuses, 1)
 	for i := range bodies {
 		var sts []string
 		for j := range cfg.Statuses {
@@ -114,12 +170,16 @@ func RunWebhook(ctx context.Context, cfg WebhookConfig) (WebhookReport, error) {
 				ids[i*cfg.Statuses+j], ts+int64(i), i, j))
 		}
 		bodies[i] = []byte(`{"object":"whatsapp_business_account","entry":[{"id":"102290129340398","changes":[{"value":{"messaging_product":"whatsapp",` +
-			`"metadata":{"display_phone_number":"15550783881","phone_number_id":"` + phone + `"},"statuses":[` + strings.Join(sts, ",") +
+			`"metadata":{"display_phone_number":"15550783881","phone_number_id":"` + webhookPhone + `"},"statuses":[` + strings.Join(sts, ",") +
 			`]},"field":"messages"}]}]}`)
 		sigs[i] = cloudapi.Sign(bodies[i], benchAppSecret)
 	}
+	return bodies, sigs
+}
 
-	bare := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// bareWebhookServer only reads the body and checks its signature.
+func bareWebhookServer() *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, httpapi.MaxBodyWebhook))
 		if err != nil {
 			w.WriteHeader(http.StatusRequestEntityTooLarge)
@@ -131,88 +191,92 @@ func RunWebhook(ctx context.Context, cfg WebhookConfig) (WebhookReport, error) {
 		}
 		w.WriteHeader(http.StatusOK)
 	}))
-	defer bare.Close()
+}
 
-	st, closeStore, err := openBenchStore(ctx, cfg.Store)
-	if err != nil {
-		return rep, err
+// realWebhook is the gateway's webhook handler on a real store, with the
+// receipt pipeline behind it.
+type realWebhook struct {
+	url     string // the handler's URL
+	pipe    *receipts.Pipeline
+	cleanup []func() // in the order they run
+}
+
+// close stops the server, then the pipeline, then closes the store.
+func (w *realWebhook) close() {
+	for i := len(w.cleanup) - 1; i >= 0; i-- {
+		w.cleanup[i]()
 	}
-	defer closeStore()
-	if _, err := st.CreateAccount(ctx, wamux.Account{ID: "acc1", PhoneNumberID: phone, AccessToken: "bench-token",
+}
+
+// startRealWebhook opens the store named by storeSpec, creates the account
+// the notifications name, and serves the webhook handler.
+func startRealWebhook(ctx context.Context, storeSpec string) (_ *realWebhook, err error) {
+	w := &realWebhook{}
+	defer func() {
+		if err != nil {
+			w.close()
+		}
+	}()
+	st, closeStore, err := openBenchStore(ctx, storeSpec)
+	if err != nil {
+		return nil, err
+	}
+	w.cleanup = append(w.cleanup, closeStore)
+	if _, err := st.CreateAccount(ctx, wamux.Account{ID: "acc1", PhoneNumberID: webhookPhone, AccessToken: "bench-token",
 		BaseURL: wamux.DefaultBaseURL, RatePerSec: 80, Burst: 80, State: wamux.AccountActive}); err != nil {
-		return rep, err
+		return nil, err
 	}
 	reg := prometheus.NewRegistry()
-	pipe, err := receipts.New(receipts.Config{Store: st, Registry: reg})
-	if err != nil {
-		return rep, err
+	if w.pipe, err = receipts.New(receipts.Config{Store: st, Registry: reg}); err != nil {
+		return nil, err
 	}
-	if err := pipe.Start(ctx); err != nil {
-		return rep, err
+	if err := w.pipe.Start(ctx); err != nil {
+		return nil, err
 	}
-	defer pipe.Stop(context.Background())
+	w.cleanup = append(w.cleanup, func() { w.pipe.Stop(context.Background()) })
 	api, err := httpapi.New(httpapi.Config{Store: st, Registry: reg, Logger: slog.New(slog.DiscardHandler),
-		APIKeys: []string{"bench-key"}, Receipts: pipe, AppSecret: benchAppSecret})
+		APIKeys: []string{"bench-key"}, Receipts: w.pipe, AppSecret: benchAppSecret})
 	if err != nil {
-		return rep, err
+		return nil, err
 	}
-	real := httptest.NewServer(api)
-	defer real.Close()
+	srv := httptest.NewServer(api)
+	w.cleanup = append(w.cleanup, srv.Close)
+	w.url = srv.URL + "/webhook"
+	return w, nil
+}
 
-	client := &http.Client{Transport: &http.Transport{MaxIdleConns: cfg.Concurrency * 2, MaxIdleConnsPerHost: cfg.Concurrency * 2}}
-	defer client.CloseIdleConnections()
-	// Warm both paths (connections, statement caches) before measuring.
-	warm, warmSigs := bodies[cfg.Posts:], sigs[cfg.Posts:]
-	bodies, sigs = bodies[:cfg.Posts], sigs[:cfg.Posts]
-	for _, url := range []string{bare.URL, real.URL + "/webhook"} {
-		if _, _, err := post(ctx, client, url, warm, warmSigs, cfg.Concurrency); err != nil {
-			return rep, fmt.Errorf("bench webhook: warm-up: %w", err)
+// webhookRun adds up the rounds of one handler.
+type webhookRun struct {
+	secs float64
+	cpu  time.Duration
+	lat  []float64 // ms, per POST
+}
+
+// round posts bodies to url and adds the time, the process's CPU (until
+// settle returns, when given) and the latencies. Each starts with a
+// collected heap, so that no round pays for the garbage of the one before.
+func (w *webhookRun) round(ctx context.Context, client *http.Client, url string, bodies [][]byte, sigs []string, concurrency int, settle func(context.Context) error) error {
+	runtime.GC()
+	cpu0 := processCPU()
+	secs, lat, err := post(ctx, client, url, bodies, sigs, concurrency)
+	if err != nil {
+		return err
+	}
+	if settle != nil {
+		if err := settle(ctx); err != nil {
+			return err
 		}
 	}
-	if err := pipe.Flush(ctx); err != nil {
-		return rep, err
-	}
-	warmApplied := pipe.Stats().Applied
-	var bareSecs, realSecs float64
-	var bareCPU, realCPU time.Duration
-	var bareLat, realLat []float64
-	for r := range cfg.Rounds {
-		lo, hi := r*len(bodies)/cfg.Rounds, (r+1)*len(bodies)/cfg.Rounds
-		// Each phase starts with a collected heap, so that neither pays
-		// for the garbage of the one before it.
-		runtime.GC()
-		cpu0 := processCPU()
-		secs, lat, err := post(ctx, client, bare.URL, bodies[lo:hi], sigs[lo:hi], cfg.Concurrency)
-		if err != nil {
-			return rep, fmt.Errorf("bench webhook: bare handler: %w", err)
-		}
-		bareCPU += processCPU() - cpu0
-		bareSecs, bareLat = bareSecs+secs, append(bareLat, lat...)
-		// The real handler's CPU runs until its statuses are merged; the
-		// rate counts only the POSTs, as a sender sees it.
-		runtime.GC()
-		cpu0 = processCPU()
-		secs, lat, err = post(ctx, client, real.URL+"/webhook", bodies[lo:hi], sigs[lo:hi], cfg.Concurrency)
-		if err != nil {
-			return rep, fmt.Errorf("bench webhook: real handler: %w", err)
-		}
-		if err := pipe.Flush(ctx); err != nil {
-			return rep, err
-		}
-		realCPU += processCPU() - cpu0
-		realSecs, realLat = realSecs+secs, append(realLat, lat...)
-	}
-	rep.BarePostsPerSec = float64(len(bodies)) / bareSecs
-	rep.PostsPerSec = float64(len(bodies)) / realSecs
-	rep.Ratio = rep.PostsPerSec / rep.BarePostsPerSec
-	rep.BareCPUMicrosPerPost = float64(bareCPU.Microseconds()) / float64(len(bodies))
-	rep.CPUMicrosPerPost = float64(realCPU.Microseconds()) / float64(len(bodies))
-	slices.Sort(bareLat)
-	slices.Sort(realLat)
-	rep.BareP50Ms, rep.BareP99Ms = percentile(bareLat, 0.5), percentile(bareLat, 0.99)
-	rep.P50Ms, rep.P99Ms = percentile(realLat, 0.5), percentile(realLat, 0.99)
-	rep.Processed = pipe.Stats().Applied - warmApplied
-	return rep, nil
+	w.cpu += processCPU() - cpu0
+	w.secs, w.lat = w.secs+secs, append(w.lat, lat...)
+	return nil
+}
+
+// figures are the run's POSTs per second, CPU µs per POST and latency
+// percentiles, for n POSTs.
+func (w *webhookRun) figures(n float64) (perSec, cpuMicros, p50, p99 float64) {
+	slices.Sort(w.lat)
+	return n / w.secs, float64(w.cpu.Microseconds()) / n, percentile(w.lat, 0.5), percentile(w.lat, 0.99)
 }
 
 // post sends every body once with `concurrency` POSTs in flight and
