@@ -180,6 +180,7 @@ func TestServerTimeoutsUnavailable(t *testing.T) {
 // connect_timeout, as pgx alone would wait for ever: `wamux serve` hung at
 // start without a word.
 func TestOpenSilentServerTimesOut(t *testing.T) {
+	t.Parallel() // it waits out the real connect timeout and uses no database
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/store"
 )
 
@@ -460,12 +460,7 @@ func TestDerivedStatesWithinATransaction(t *testing.T) {
 		_, err := s.InsertReceiptsPutStates(ctx, []wamux.Receipt{read}, []store.MessageState{readState})
 		second <- err
 	}()
-	for deadline := time.Now().Add(10 * time.Second); len(s.reqs) < 2; {
-		if time.Now().After(deadline) {
-			t.Fatal("the second request never queued")
-		}
-		runtime.Gosched()
-	}
+	testwait.For(t, "the second request to queue", 10*time.Second, func() bool { return len(s.reqs) >= 2 })
 	release()
 	if err := errors.Join(<-blockerDone, <-first.done, <-second); err != nil {
 		t.Fatal(err)
