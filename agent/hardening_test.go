@@ -179,7 +179,7 @@ func TestRepeatOfDeadLetteredIsDelivered(t *testing.T) {
 	t.Parallel()
 	g := newGateway(t)
 	g.setMode(gwReject)
-	a := newTestAgent(t, g, t.TempDir(), nil)
+	a := newTestAgent(t, g, t.TempDir(), func(c *Config) { c.FlushEvents = 4 }) // sent at once, not after the interval
 	rs := testReceipts("dl-repeat", 4)
 	reportAll(t, a, rs)
 	testwait.For(t, "four dead letters", 20*time.Second, func() bool { return a.Stats().DeadLettered == 4 })
