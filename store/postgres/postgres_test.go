@@ -81,11 +81,13 @@ func newStoreOn(t testing.TB, dsn string) *postgres.Store {
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel() // every store it opens has a schema of its own
 	testDSN(t)
 	storetest.Run(t, func(t *testing.T) store.Store { return newStore(t) })
 }
 
 func TestEdgeCases(t *testing.T) {
+	t.Parallel() // every store it opens has a schema of its own
 	testDSN(t)
 	storetest.RunEdgeCases(t, func(t *testing.T) store.Store { return newStore(t) })
 }
@@ -95,6 +97,7 @@ func TestEdgeCases(t *testing.T) {
 // an en_US.UTF-8 locale are; the test server's C.UTF-8 sorts by bytes
 // and would hide results that depend on the collation.
 func TestConformanceLinguisticCollation(t *testing.T) {
+	t.Parallel() // every store it opens has a schema of its own
 	dsn := testDSN(t)
 	u, err := url.Parse(dsn)
 	if err != nil {
