@@ -36,11 +36,10 @@ type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now() }
 
-// MaxInflightDefault bounds concurrent provider calls per account. At 80
-// msg/s and ~100 ms per call, 8 are busy; the bound only matters when the
-// provider stalls. An account whose rate is higher may have one second of
-// its rate in flight (at most maxInflightCap): at 1,000 msg/s and 100 ms per
-// call, 100 are busy, and 64 would cap the account at 640/s.
+// MaxInflightDefault bounds concurrent provider calls per account; it
+// matters when the provider stalls. An account whose rate is higher may
+// have one second of its rate in flight (at most maxInflightCap), so that
+// slow calls do not cap its rate.
 const MaxInflightDefault = 64
 
 // maxInflightCap bounds the in-flight calls of an account whatever its
@@ -357,24 +356,15 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 
 // AccountChanged tells the dispatcher an account was created or changed
 // (PATCH): limits apply to the next send, a new account gets a worker. It
-// never ends a running cooldown, whatever a's cooldown_until: a is read
-// from the store, where a cooldown the gateway has just started may not
-// be yet (the limiter starts it, the worker stores it after), so a zero
-// there is no operator ending it. AccountReactivated is that.
+// never ends a running cooldown: a is read from the store, which may not
+// have a cooldown the limiter has just started yet. AccountReactivated
+// ends one.
 //
-// A future cooldown_until (PATCH state=cooldown) is applied to the
-// limiter, which keeps the later of it and a cooldown already running,
-// and then the limiter's end is written back to the store (storeCooldown),
-// outside d.mu. A throttle's cooldown write may be in flight with an
-// earlier end it read from the limiter before the PATCH raised it; landing
-// after the PATCH's own write, it would leave the store with the shorter
-// end, shown by GET and restored by the next start. storeCooldown waits
-// for that write (cooldownMu) and writes what the limiter holds then, so
-// the last write carries the longer end whatever the order; it also
-// stores a throttle's end later than the operator's, which the limiter
-// keeps. A store write that never lowers a future cooldown_until would
-// need a conditional write in every store backend, and would still leave
-// that second case wrong.
+// A future cooldown_until (PATCH state=cooldown) goes to the limiter,
+// which keeps the later of it and a running cooldown; the limiter's end is
+// then written back under the worker's cooldownMu (storeCooldown), so the
+// last cooldown write to the store carries the longer end whatever the
+// order of a throttle's write and this one.
 func (d *Dispatcher) AccountChanged(ctx context.Context, a wamux.Account) error {
 	w, err := d.applyAccount(ctx, a)
 	if err != nil || w == nil {
@@ -435,18 +425,10 @@ func (d *Dispatcher) AccountReactivated(ctx context.Context, a wamux.Account) er
 }
 
 // endCooldown ends the account's cooldown in the limiter and clears
-// cooldown_until in the store, both under the worker's cooldownMu, after
-// any cooldown write in flight for the account. That write may be for a
-// throttle answered before the re-activation and land after the PATCH
-// cleared cooldown_until; the store would then hold a pause the limiter
-// no longer has. Under cooldownMu the writes are in one order: a cooldown
-// written before this clear is erased by it, and one written after is one
-// the limiter started after EndCooldown (storeCooldown writes only what
-// the limiter holds at that point), a newer pause that must stay, and
-// does. The clear is written whether or not a late write put a cooldown
-// back (telling would cost a read; this is one write per re-activation),
-// and the request's cancellation does not stop it: the PATCH is stored,
-// and its clear must not be lost.
+// cooldown_until in the store, both under the worker's cooldownMu: a
+// cooldown write in flight lands before the clear, and one after it is a
+// pause the limiter started after the end, which stays. The clear
+// outlives the request's cancellation: the PATCH is stored already.
 func (d *Dispatcher) endCooldown(ctx context.Context, accountID string) error {
 	w, ok := d.worker(accountID)
 	if !ok {
@@ -619,10 +601,9 @@ func (d *Dispatcher) arrived(tos []string) {
 }
 
 // storedForRouting looks up, in one store read for the whole batch, the
-// msg_ids of the messages that need routing (no account_id): one read per
-// message made a batch of 1,000 wait for 1,000 sequential reads. Messages
-// with an account_id are not looked up: routing cannot change for them, and
-// the store's insert tells their duplicates and conflicts apart.
+// msg_ids of the messages that need routing (no account_id). Messages with
+// an account_id are not looked up: routing cannot change for them, and the
+// store's insert tells their duplicates and conflicts apart.
 func (d *Dispatcher) storedForRouting(ctx context.Context, msgs []wamux.Message) (map[string]wamux.Message, error) {
 	var ids []string
 	seen := map[string]bool{}
@@ -720,11 +701,6 @@ func (d *Dispatcher) QueueDepth(accountID string) [3]int {
 	return [3]int{}
 }
 
-// LimitState reports the adaptive limiter's view (cooldowns set by 429s).
-func (d *Dispatcher) LimitState(accountID string) ratelimit.AccountLimit {
-	return d.limiter.Limit(accountID)
-}
-
 // sortForQueue orders recovered messages as they must be sent: by creation,
 // except that messages with a client_seq keep seq order among themselves
 // per recipient (seq 2 may have been created before seq 1), and that a
@@ -789,16 +765,4 @@ func (d *Dispatcher) receiptProgress() ReceiptProgress {
 		return *p
 	}
 	return nil
-}
-
-// Kick wakes every worker to look at its queues and timers now, and every
-// evacuator to write owed owners and, on a disabled account, to look for
-// recipients to move; tests that move an injected clock call it.
-func (d *Dispatcher) Kick() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, w := range d.workers {
-		w.kick()
-		w.requestEvacuation()
-	}
 }

@@ -13,9 +13,7 @@ import (
 // already submitted without account_id, after the account it was routed
 // to went out of service. The retry returns the original message and
 // changes nothing: the recipient's owner stays, no move is recorded, no
-// reroute counted. Routing used to run before the duplicate was found,
-// moving the recipient to another account for a message that was never
-// new.
+// reroute counted: the message was never new.
 func TestDuplicateSubmitChangesNoRouting(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	e.addAccount("a", "9401", 100, 10, sim.Limits{Rate: 1000})

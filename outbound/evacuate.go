@@ -14,21 +14,14 @@ import (
 const evacRetry = 5 * time.Second
 
 // A disabled account's routed recipients move to the rest of the pool, with
-// their queued messages, without waiting for a new message of theirs: a
-// recipient who gets none would otherwise wait for the account to be
-// re-enabled, perhaps for ever. Each worker has an evacuator goroutine for
-// this, woken (requestEvacuation) when the account is disabled, when it
-// starts disabled, when one of its attempts completes while it is disabled
-// (a recipient in flight or of unknown outcome may have become movable),
-// when another account becomes active (somewhere to go), when messages are
-// moved onto it after all, and by Kick; it also wakes itself when the
-// cooldown that left it nowhere to go ends. A recipient
-// moves only as moveRecipient allows: never with a message in flight or of
-// unknown outcome (whose resend must come from this number), nor with one
-// whose account the client chose; those wait here. Every evacuator, on an
-// active account too, first writes the owners whose store write failed
-// after their recipient moved (recordOwner), and looks again after
-// evacRetry while some are still owed.
+// their queued messages, without waiting for a new message of theirs. Each
+// worker has an evacuator goroutine for this, woken (requestEvacuation)
+// whenever a recipient may have become movable or an account to take it
+// may have appeared; it wakes itself when the cooldown that left it
+// nowhere to go ends. A recipient moves only as moveRecipient allows.
+// Every evacuator, on an active account too, first writes the owners whose
+// store write failed after their recipient moved (recordOwner), and looks
+// again after evacRetry while some are still owed.
 
 // requestEvacuation wakes the account's evacuator; requests coalesce.
 func (w *worker) requestEvacuation() {

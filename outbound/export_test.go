@@ -3,6 +3,8 @@ package outbound
 import (
 	"context"
 	"time"
+
+	"github.com/wamux/wamux/ratelimit"
 )
 
 // AttemptsRunning is how many provider calls and compensations of an
@@ -41,5 +43,22 @@ func (d *Dispatcher) Settle(accountID string) {
 		case <-w.exited:
 			return
 		}
+	}
+}
+
+// LimitState reports the adaptive limiter's view (cooldowns set by 429s).
+func (d *Dispatcher) LimitState(accountID string) ratelimit.AccountLimit {
+	return d.limiter.Limit(accountID)
+}
+
+// Kick wakes every worker to look at its queues and timers now, and every
+// evacuator to write owed owners and, on a disabled account, to look for
+// recipients to move.
+func (d *Dispatcher) Kick() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, w := range d.workers {
+		w.kick()
+		w.requestEvacuation()
 	}
 }

@@ -34,9 +34,8 @@ func (p *pausedReceipts) MergePaused() bool {
 // answered 500, an unknown outcome, and its status came back, but the
 // receipt pipeline has merging paused (apply_state off), so the status
 // waits unmerged in its log. However long the pause, the compensator must
-// not resend a message whose status it may hold: it used to wait one more
-// quiet period for the backlog and then send it a second time. Once
-// merging is back, the status resolves it and nothing is sent again.
+// not resend a message whose status it may hold. Once merging is back,
+// the status resolves it and nothing is sent again.
 func TestCompensationHoldsWhileMergingPaused(t *testing.T) {
 	clk := newFakeClock()
 	e := newEnv(t, envOpts{

@@ -96,9 +96,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		acceptLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "wamux_submit_to_accept_seconds", Help: "Time from submission to the provider's acceptance, by priority.",
 			// 2 ms to 37 h: the time includes a seq wait (gap_timeout,
-			// up to 24 h) and a P2 message's queueing up to p2_max_age
-			// (10 min by default). They ended at 65 s, where every longer
-			// wait reads as 65 s in a quantile.
+			// up to 24 h) and a P2 message's queueing up to p2_max_age.
 			Buckets: prometheus.ExponentialBuckets(0.002, 2, 27),
 		}, []string{"priority"}),
 		reroutes: prometheus.NewCounterVec(prometheus.CounterOpts{

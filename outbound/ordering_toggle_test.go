@@ -13,10 +13,8 @@ import (
 // TestOrderingBackOnFollowsSeqsSentWhileOff: seqs sent while ordering was
 // off (dedup only) are not waited for once it is on again, at runtime or
 // after a restart: the next seq goes out at once and no gap is counted.
-// The reorder buffer's NextSeq used to stay where ordering was switched
-// off, so the next seq waited the whole gap_timeout (the clock here never
-// gets there) for seqs already delivered, and the wait ended in a "gap".
-// A seq the off period jumped over and that arrives after ordering is on
+// The clock here never reaches the gap_timeout, so a wait for seqs
+// already delivered shows as a message never sent. A seq the off period jumped over and that arrives after ordering is on
 // again is out of order: it is held, not sent.
 func TestOrderingBackOnFollowsSeqsSentWhileOff(t *testing.T) {
 	clk := newFakeClock() // frozen: the gap timeout never runs out

@@ -21,10 +21,8 @@ import (
 // not sent. The first send's status webhooks, carrying the msg_id as
 // callback data, arrive while the resend waits for its retry: they must
 // still resolve the message, which is not sent a second time. The outcome
-// of the first send is as unknown as before the throttled resend; the
-// message used to go back to queued, which a status no longer adopts, and
-// the resend then went out (P1), or the message was shed as dropped
-// although Meta had it (P2 past p2_max_age).
+// of the first send is as unknown as before the throttled resend: it is
+// neither resent (P1) nor shed as dropped (P2 past p2_max_age).
 func TestLateStatusResolvesThrottledResend(t *testing.T) {
 	for _, prio := range []string{"P1", "P2"} {
 		t.Run(prio, func(t *testing.T) {
@@ -132,8 +130,7 @@ func (p *sequencedProvider) callsTo(to string) int {
 // first send may still have reached the customer from a's number, and
 // only a's statuses can tell: the message stays on a, as one disabled
 // during the quiet period does, and is resent from a once a is enabled
-// again, never from b. It used to go back to queued and move to b with
-// its recipient, and go out from a second number.
+// again, never from b.
 func TestResendRefusedByDisableStaysOnItsNumber(t *testing.T) {
 	to := "15558900001"
 	sp := &sequencedProvider{calls: map[string]int{}, answers: map[string][]cloudapi.Result{to: {

@@ -91,8 +91,8 @@ func TestRestartKeepsQuietPeriodForUnknownBehindQueued(t *testing.T) {
 // unknown; the compensator finds no status and decides to resend. By then
 // the message has been queued longer than p2_max_age, so dispatch "sheds"
 // it: the shed's compare-and-set (from queued or waiting_seq) does not
-// apply to an unknown message, and the item used to leave the queue, the
-// message unknown forever. It must be resent (a resend is not shed).
+// apply to an unknown message, which would stay unknown for ever. It must
+// be resent (a resend is not shed).
 func TestP2ResendAfterUnknownIsNotLost(t *testing.T) {
 	var rp *recordingProvider
 	e := newEnv(t, envOpts{

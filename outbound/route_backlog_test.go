@@ -11,7 +11,7 @@ import (
 )
 
 // TestRoutingAvoidsBackloggedAccount: under load every account's bucket
-// is empty, so "most tokens" no longer tells the accounts apart; what does
+// is empty, so "most tokens" does not tell the accounts apart; what does
 // is how long a new message would wait behind the queue already there. A
 // new recipient sticks to the account it is routed to, so sending it to
 // the one with 4 s of backlog rather than the one with 0.1 s makes its

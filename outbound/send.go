@@ -336,17 +336,11 @@ func (w *worker) applyEarlyStatus(ctx context.Context, msgID, wamid string) {
 // the stored attempts are those that count against max_attempts, which
 // restore reads back.
 //
-// A resend refused this way goes back to unknown, to be compensated
-// again after the refusal's wait: the refusal proves only that the
-// resend was not sent, and the first send's outcome is as unknown as
-// before. Back in queued, a late status of the first send could no
-// longer resolve it (a status adopts a message only while it is sending
-// or unknown) and the resend went out all the same; its recipient could
-// move to another account (movable) and the resend go out from a number
-// the first send's statuses do not name; a P2 message could be shed as
-// dropped although the customer may have it. The compensator looks for
-// a status again, and for statuses received but not yet processed,
-// before it resends.
+// A refused resend goes back to unknown, not queued: the refusal proves
+// only that the resend was not sent, and the first send's outcome is as
+// unknown as before. A status adopts a message only while it is sending
+// or unknown, and an unknown one is neither moved to another account nor
+// shed; the compensator decides it again.
 func (w *worker) requeue(it *item, reason string, attemptsDelta int) {
 	if it.state == itemResend {
 		it.resendRefused()
@@ -408,15 +402,11 @@ func (w *worker) coolDown(until time.Time, started bool) {
 	}
 }
 
-// storeCooldown writes the cooldown the limiter holds for the account
-// when the write starts, under cooldownMu, not the one the caller saw: an
-// operator's re-activation (Dispatcher.endCooldown) may have ended it in
-// between, and storing it then would bring back a pause the operator
-// ended, shown by GET and restored by the next start; an operator's
-// PATCH state=cooldown may have made it longer (Dispatcher.AccountChanged
-// stores that one through here too). A cooldown no longer running is not
-// written: the store has the re-activation's clear, or an end already
-// past.
+// storeCooldown writes, under cooldownMu, the cooldown the limiter holds
+// when the write starts, not the one the caller saw: an operator may have
+// ended it (Dispatcher.endCooldown) or made it longer
+// (Dispatcher.AccountChanged) in between. A cooldown no longer running is
+// not written.
 func (w *worker) storeCooldown() error {
 	w.cooldownMu.Lock()
 	defer w.cooldownMu.Unlock()

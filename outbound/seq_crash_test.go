@@ -35,11 +35,6 @@ func (e *env) reopen(fs *seqFailStore) {
 // the provider once, in seq order per recipient, and none may wait for
 // the gap timeout: no seq is missing. The frozen clock never reaches the
 // gap timeout, so a wait for it shows as a message never sent.
-//
-// The first process used to send 1 (and 2, 3) while their step was not
-// stored: the restarted one found next seq 1 in the store and made 2 or
-// 4 wait the gap timeout for seqs already sent, then counted them as a
-// skipped gap.
 func TestSeqStepFailingUntilCrash(t *testing.T) {
 	clk := newFakeClock()
 	fs := &seqFailStore{}
@@ -91,10 +86,8 @@ func TestSeqStepFailingUntilCrash(t *testing.T) {
 // TestHeldSeqAfterUnstoredSkipStaysBehind: the gap timeout skipped seq 2
 // and released 3, and from that step on every sequencing write failed;
 // 2 arrived afterwards (held, also not stored), then the process died.
-// 2 must not reach the provider after 3: the first process used to send
-// 3 with its step unstored, and the next one, finding next seq 2 and 2
-// waiting, released 2 at once, after 3. Now neither step happened for
-// the store: the next process finds 2 and 3 waiting behind 1 and sends
+// 2 must not reach the provider after 3: neither step happened for the
+// store, so the next process finds 2 and 3 waiting behind 1 and sends
 // them in order, with no gap.
 func TestHeldSeqAfterUnstoredSkipStaysBehind(t *testing.T) {
 	clk := newFakeClock()

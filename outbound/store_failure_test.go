@@ -75,8 +75,7 @@ func storeFailureEnv(t *testing.T, fs *flakyStore, o envOpts) *env {
 
 // TestAcceptedOutcomeRecordedAfterStoreFailures: the provider accepted the
 // message, and the write recording it failed three times. The message
-// must end accepted with its wamid, sent once; it used to stay in sending
-// for the life of the process.
+// must end accepted with its wamid, sent once, not stay in sending.
 func TestAcceptedOutcomeRecordedAfterStoreFailures(t *testing.T) {
 	fs := &flakyStore{}
 	e := storeFailureEnv(t, fs, envOpts{})
@@ -139,8 +138,8 @@ func TestRetryAfterFailedRequeueWrite(t *testing.T) {
 
 // TestUnknownOutcomeCompensatedAfterFailedWrite: an unknown outcome whose
 // write failed is still compensated: after the quiet period, with no
-// status, it is resent once. The compensator used to read the message in
-// sending, count it "resolved" and forget it.
+// status, it is resent once, not counted "resolved" for being found in
+// sending.
 func TestUnknownOutcomeCompensatedAfterFailedWrite(t *testing.T) {
 	fs := &flakyStore{}
 	var rp *recordingProvider
@@ -165,8 +164,8 @@ func TestUnknownOutcomeCompensatedAfterFailedWrite(t *testing.T) {
 
 // TestSendingWriteCommittedDespiteError: the write that marks a message
 // sending committed, but its caller got an error (the answer was lost).
-// The next attempt must still send it, once; it used to find sending
-// instead of queued and drop the message from the queue.
+// The next attempt must still send it, once, although it finds sending
+// instead of queued.
 func TestSendingWriteCommittedDespiteError(t *testing.T) {
 	fs := &flakyStore{}
 	e := storeFailureEnv(t, fs, envOpts{})
@@ -188,7 +187,7 @@ func TestSendingWriteCommittedDespiteError(t *testing.T) {
 // message sending committed but answered an error, so the message waits on
 // its account for a retry, never sent. When the account is disabled the
 // message must move with its recipient to the other account and go out
-// from there; it used to wait for the account to be enabled again.
+// from there, not wait for the account to be enabled again.
 func TestUnmarkedSendingMovesOffDisabledAccount(t *testing.T) {
 	fs := &flakyStore{}
 	clk := newFakeClock() // frozen: the retry on a never comes due

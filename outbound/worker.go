@@ -467,17 +467,12 @@ const seqRetryDelay = time.Second
 // messages that may go to the queue now.
 //
 // A message the step released goes to the queue only once the step is
-// stored: the store is what the next process restarts from, and a send
-// it does not know of breaks the restart. With next seq stored behind
-// seqs already sent, the next seq waited the gap timeout for them and
-// counted them as a skipped gap; and a late seq parked as held in memory
-// came back waiting_seq, was released at once and went out after the
-// later seq the skip had sent. So a failed write keeps its messages in
-// unstored and is made again (retrySeq, or with the next step); they go
-// to the queue, in release order, with the first write that succeeds.
-// Until then a crash leaves the store as if the steps never happened,
-// and the next process takes the same messages through its buffer again.
-// Messages without a client_seq take no part in the step and go at once.
+// stored: the store is what a restart begins from, and it must never be
+// behind what was sent (a restart would wait for sent seqs as a gap, or
+// release a held one after the seq that skipped it). A failed write keeps
+// its messages in unstored and is made again (retrySeq, or with the next
+// step); they go to the queue, in release order, with the first write that
+// succeeds. Messages without a client_seq take no part and go at once.
 func (w *worker) persistSeq(queued, held []wamux.Message, seqChanged bool) []wamux.Message {
 	var updates []store.MessageUpdate
 	waiting := []wamux.Status{wamux.StatusWaitingSeq}
