@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/admit"
 	"github.com/wamux/wamux/outbound"
 )
 
@@ -49,12 +50,12 @@ func resultView(r *http.Request, res outbound.SubmitResult) submitResponse {
 }
 
 func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
-	var req outbound.Request
+	var req admit.Request
 	if err := decodeJSON(w, r, MaxBodyV1, &req); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	m, err := outbound.Admit(req)
+	m, err := admit.Message(req)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -97,12 +98,12 @@ func (s *Server) handleSubmitBatch(w http.ResponseWriter, r *http.Request) {
 	var admitted []wamux.Message
 	var at []int
 	for i, raw := range req.Messages {
-		var one outbound.Request
+		var one admit.Request
 		if err := strictDecode(raw, &one); err != nil {
 			results[i] = resultView(r, outbound.SubmitResult{Err: err})
 			continue
 		}
-		m, err := outbound.Admit(one)
+		m, err := admit.Message(one)
 		if err != nil {
 			results[i] = resultView(r, outbound.SubmitResult{Err: err})
 			continue

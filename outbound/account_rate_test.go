@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
-	"github.com/wamux/wamux/outbound"
+	"github.com/wamux/wamux/admit"
+	"github.com/wamux/wamux/internal/fakeclock"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/sim"
 	"github.com/wamux/wamux/store"
@@ -16,7 +17,7 @@ import (
 // stepClock moves the fake clock by step n times, letting the account's
 // worker do everything due at each instant, and calls each (when not nil)
 // before each step with the time elapsed since the first.
-func stepClock(t *testing.T, e *env, clk *fakeClock, acc string, step time.Duration, n int, each func(elapsed time.Duration)) {
+func stepClock(t *testing.T, e *env, clk *fakeclock.Clock, acc string, step time.Duration, n int, each func(elapsed time.Duration)) {
 	t.Helper()
 	start := clk.Now()
 	for range n {
@@ -34,7 +35,7 @@ func submitMany(t *testing.T, e *env, acc string, n int, prefix string) {
 	t.Helper()
 	var msgs []wamux.Message
 	for i := range n {
-		msgs = append(msgs, textMsg(t, outbound.Request{AccountID: acc, To: fmt.Sprintf("%s%04d", prefix, i)}))
+		msgs = append(msgs, textMsg(t, admit.Request{AccountID: acc, To: fmt.Sprintf("%s%04d", prefix, i)}))
 	}
 	e.submit(msgs...)
 }
@@ -44,7 +45,7 @@ func submitMany(t *testing.T, e *env, acc string, n int, prefix string) {
 // instant has sent exactly burst + rate × elapsed (no token lost to
 // rounding or to timers) and the provider never answers 130429.
 func TestSteadyOverloadUsesTheWholeRate(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	e := newEnv(t, envOpts{clock: clk, simCfg: sim.Config{Clock: clk.Now}})
 	e.addAccount("acc", "7001", 20, 4, sim.Limits{Rate: 20, Burst: 4})
 	submitMany(t, e, "acc", 200, "1555700")
@@ -64,7 +65,7 @@ func TestSteadyOverloadUsesTheWholeRate(t *testing.T) {
 // again 10 s later (ratelimit.DefaultIncreaseStep); from then on the
 // account sends its full rate again.
 func TestThrottleBacksOffAndClimbsBack(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	_, wrap := newScripted(map[string]cloudapi.Result{
 		"15557100000": {Outcome: cloudapi.SlowDown, Code: 130429, Delay: cloudapi.ThroughputDelay, HTTPStatus: 400, Reason: "130429: rate limit hit"},
 	})
@@ -99,7 +100,7 @@ func TestThrottleBacksOffAndClimbsBack(t *testing.T) {
 // takes effect at the next send, up and down, keeps the tokens the bucket
 // had (no fresh burst), and never lets more than rate × T + burst through.
 func TestPatchedLimitAppliesToTheNextSend(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	e := newEnv(t, envOpts{clock: clk, simCfg: sim.Config{Clock: clk.Now}})
 	e.addAccount("acc", "7601", 20, 4, sim.Limits{Rate: 40, Burst: 8})
 	submitMany(t, e, "acc", 400, "1555760")

@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
-	"github.com/wamux/wamux/outbound"
+	"github.com/wamux/wamux/admit"
+	"github.com/wamux/wamux/internal/fakeclock"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/sim"
 )
@@ -36,7 +38,7 @@ func (e *env) addAccountWithToken(id, pnid, token string) wamux.Account {
 // one code 4 pauses all of them, in the limiter and in the store (a
 // restart keeps it); an account with another token is left alone.
 func TestAppRateLimitPausesEveryAccountOfTheApp(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	to := "15556400001"
 	sp, wrap := newScripted(map[string]cloudapi.Result{
 		to: {Outcome: cloudapi.SlowDown, Code: 4, Delay: cloudapi.AppLimitDelay, HTTPStatus: 400, Reason: "4: Application request limit reached"},
@@ -45,9 +47,9 @@ func TestAppRateLimitPausesEveryAccountOfTheApp(t *testing.T) {
 	e.addAccountWithToken("app1-a", "6401", "token-app1")
 	e.addAccountWithToken("app1-b", "6402", "token-app1")
 	e.addAccountWithToken("app2-c", "6403", "token-app2")
-	m := textMsg(t, outbound.Request{AccountID: "app1-a", To: to})
+	m := textMsg(t, admit.Request{AccountID: "app1-a", To: to})
 	e.submit(m)
-	waitFor(t, "the code 4 handled", 10*time.Second, func() bool {
+	testwait.For(t, "the code 4 handled", 10*time.Second, func() bool {
 		return sp.callsTo(to) == 1 && e.status(m.ID) == wamux.StatusQueued
 	})
 	want := clk.Now().Add(cloudapi.AppLimitDelay)
@@ -77,19 +79,19 @@ func TestAppRateLimitPausesEveryAccountOfTheApp(t *testing.T) {
 // taken and queued on the account whose cooldown ends first, not refused
 // as if no account could ever send it.
 func TestNewRecipientQueuedWhileEveryAccountCoolsDown(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	first := "15556600001"
 	sp, wrap := newScripted(map[string]cloudapi.Result{
 		first: {Outcome: cloudapi.Cooldown, Code: 131048, Delay: cloudapi.SpamCooldown, HTTPStatus: 400, Reason: "131048: spam rate limit"},
 	})
 	e := newEnv(t, envOpts{clock: clk, provider: wrap})
 	e.addAccountWithToken("only", "6601", "token-only")
-	m := textMsg(t, outbound.Request{AccountID: "only", To: first})
+	m := textMsg(t, admit.Request{AccountID: "only", To: first})
 	e.submit(m)
-	waitFor(t, "the cooldown", 10*time.Second, func() bool {
+	testwait.For(t, "the cooldown", 10*time.Second, func() bool {
 		return sp.callsTo(first) == 1 && e.status(m.ID) == wamux.StatusQueued && e.d.LimitState("only").State == wamux.AccountCooldown
 	})
-	res, err := e.d.Submit(context.Background(), []wamux.Message{textMsg(t, outbound.Request{To: "15556600002"})})
+	res, err := e.d.Submit(context.Background(), []wamux.Message{textMsg(t, admit.Request{To: "15556600002"})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +106,7 @@ func TestNewRecipientQueuedWhileEveryAccountCoolsDown(t *testing.T) {
 // nothing to do and was not woken, so the gauge kept saying active for
 // the whole pause.
 func TestAppRateLimitShowsInEveryAccountsStateGauge(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	to := "15556400011"
 	sp, wrap := newScripted(map[string]cloudapi.Result{
 		to: {Outcome: cloudapi.SlowDown, Code: 4, Delay: cloudapi.AppLimitDelay, HTTPStatus: 400, Reason: "4: Application request limit reached"},
@@ -112,16 +114,16 @@ func TestAppRateLimitShowsInEveryAccountsStateGauge(t *testing.T) {
 	e := newEnv(t, envOpts{clock: clk, provider: wrap})
 	e.addAccountWithToken("app1-a", "6411", "token-app1")
 	e.addAccountWithToken("app1-b", "6412", "token-app1")
-	m := textMsg(t, outbound.Request{AccountID: "app1-a", To: to})
+	m := textMsg(t, admit.Request{AccountID: "app1-a", To: to})
 	e.submit(m)
-	waitFor(t, "the code 4 handled", 10*time.Second, func() bool {
+	testwait.For(t, "the code 4 handled", 10*time.Second, func() bool {
 		return sp.callsTo(to) == 1 && e.status(m.ID) == wamux.StatusQueued
 	})
 	if lim := e.d.LimitState("app1-b"); lim.State != wamux.AccountCooldown {
 		t.Fatalf("app1-b is %s in the limiter; want cooldown", lim.State)
 	}
 	for _, id := range []string{"app1-a", "app1-b"} {
-		waitFor(t, id+" cooling down in wamux_account_state", 5*time.Second, func() bool {
+		testwait.For(t, id+" cooling down in wamux_account_state", 5*time.Second, func() bool {
 			return metric(t, e, "wamux_account_state", map[string]string{"account": id, "state": "cooldown"}) == 1 &&
 				metric(t, e, "wamux_account_state", map[string]string{"account": id, "state": "active"}) == 0
 		})

@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/admit"
+	"github.com/wamux/wamux/internal/fakeclock"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/outbound"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/sim"
@@ -39,7 +42,7 @@ func (p *answersProvider) count() int {
 // that restarts often enough (a crash loop, frequent deploys). A throttle
 // (131056 here) does not count, before or after the restart.
 func TestRestartKeepsAttempts(t *testing.T) {
-	clk := newFakeClock() // frozen: a retry goes out only when the test moves it
+	clk := fakeclock.New() // frozen: a retry goes out only when the test moves it
 	retry := cloudapi.Result{Outcome: cloudapi.Retry, Code: 131000, HTTPStatus: 500, Reason: "131000: something went wrong"}
 	ap := &answersProvider{answers: []cloudapi.Result{
 		{Outcome: cloudapi.PairLimit, Code: 131056, HTTPStatus: 400, Reason: "131056: pair rate limit"},
@@ -48,12 +51,12 @@ func TestRestartKeepsAttempts(t *testing.T) {
 	e := newEnv(t, envOpts{clock: clk, settings: map[string]string{"max_attempts": "3"},
 		provider: func(outbound.Provider) outbound.Provider { return ap }})
 	e.addAccount("acc", "9301", 100, 10, sim.Limits{Rate: 1000})
-	m := textMsg(t, outbound.Request{AccountID: "acc", To: "15559300001"})
+	m := textMsg(t, admit.Request{AccountID: "acc", To: "15559300001"})
 	e.submit(m)
 	// attempt lets the n-th call happen and waits until its outcome is stored.
 	attempt := func(n int) wamux.Message {
 		t.Helper()
-		waitFor(t, "the provider call", 10*time.Second, func() bool {
+		testwait.For(t, "the provider call", 10*time.Second, func() bool {
 			if ap.count() < n {
 				clk.Advance(10 * time.Minute)
 				e.d.Kick()

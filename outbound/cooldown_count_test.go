@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/admit"
+	"github.com/wamux/wamux/internal/fakeclock"
 	"github.com/wamux/wamux/outbound"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/sim"
@@ -57,14 +59,14 @@ func (p *gatedThrottle) Send(ctx context.Context, dest cloudapi.Destination, msg
 // cooldown, so wamux_account_cooldowns_total counts one. It counted every
 // one of them.
 func TestCooldownCountedOnce(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	p := &gatedThrottle{n: 1, open: make(chan struct{})}
 	e := newEnv(t, envOpts{clock: clk, provider: func(outbound.Provider) outbound.Provider { return p }})
 	e.addAccount("acc", "7201", 100, 10, sim.Limits{Rate: 1000})
 	send := func(tos ...string) {
 		var msgs []wamux.Message
 		for _, to := range tos {
-			msgs = append(msgs, textMsg(t, outbound.Request{AccountID: "acc", To: to}))
+			msgs = append(msgs, textMsg(t, admit.Request{AccountID: "acc", To: to}))
 		}
 		e.submit(msgs...)
 		settle(t, e, "acc")
@@ -96,7 +98,7 @@ func TestCooldownCountedOnce(t *testing.T) {
 // limiter keeps the longer one and so must the store, or a restart would
 // resume the account early.
 func TestShorterCooldownNotStored(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	long, short := "15557300001", "15557300002"
 	p := &gatedThrottle{n: 2, open: make(chan struct{}), answers: map[string]cloudapi.Result{
 		long:  {Outcome: cloudapi.Cooldown, Code: 131048, Delay: cloudapi.SpamCooldown, HTTPStatus: 400, Reason: "131048: spam rate limit"},
@@ -107,7 +109,7 @@ func TestShorterCooldownNotStored(t *testing.T) {
 	// The longer pause is answered, and applied, first.
 	p.short = short
 	p.holdShort = func() bool { return e.d.LimitState("acc").State == wamux.AccountCooldown }
-	e.submit(textMsg(t, outbound.Request{AccountID: "acc", To: long}), textMsg(t, outbound.Request{AccountID: "acc", To: short}))
+	e.submit(textMsg(t, admit.Request{AccountID: "acc", To: long}), textMsg(t, admit.Request{AccountID: "acc", To: short}))
 	settle(t, e, "acc")
 	want := clk.Now().Add(cloudapi.SpamCooldown)
 	if got := e.d.LimitState("acc").CooldownUntil; !got.Equal(want) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/sim"
 	"github.com/wamux/wamux/store"
 )
@@ -31,8 +32,8 @@ func TestStateGaugeEndsWithCooldown(t *testing.T) {
 	state := func(st wamux.AccountState) float64 {
 		return metric(t, e, "wamux_account_state", map[string]string{"account": "acc", "state": string(st)})
 	}
-	waitFor(t, "the cooldown shown", 10*time.Second, func() bool { return state(wamux.AccountCooldown) == 1 })
-	waitFor(t, "the account shown active after its cooldown", 10*time.Second, func() bool {
+	testwait.For(t, "the cooldown shown", 10*time.Second, func() bool { return state(wamux.AccountCooldown) == 1 })
+	testwait.For(t, "the account shown active after its cooldown", 10*time.Second, func() bool {
 		return state(wamux.AccountActive) == 1 && state(wamux.AccountCooldown) == 0
 	})
 }

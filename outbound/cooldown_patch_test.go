@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
-	"github.com/wamux/wamux/outbound"
+	"github.com/wamux/wamux/admit"
+	"github.com/wamux/wamux/internal/fakeclock"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/sim"
 	"github.com/wamux/wamux/store"
@@ -84,9 +86,9 @@ func (g *cooldownLogGate) Handle(ctx context.Context, r slog.Record) error {
 // answers with 131048 (spam rate limit): the gateway cools the account
 // down. The clock is frozen, so the cooldown ends only when something
 // ends it. o gives the dispatcher's store wrapper and logger, if any.
-func throttledAccount(t *testing.T, number string, o envOpts) (*env, *fakeClock, *scriptedProvider, wamux.Message) {
+func throttledAccount(t *testing.T, number string, o envOpts) (*env, *fakeclock.Clock, *scriptedProvider, wamux.Message) {
 	t.Helper()
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	to := "1555" + number + "0001"
 	sp, wrap := newScripted(map[string]cloudapi.Result{
 		to: {Outcome: cloudapi.Cooldown, Code: 131048, Delay: cloudapi.SpamCooldown, HTTPStatus: 400, Reason: "131048: spam rate limit"},
@@ -94,7 +96,7 @@ func throttledAccount(t *testing.T, number string, o envOpts) (*env, *fakeClock,
 	o.clock, o.provider = clk, wrap
 	e := newEnv(t, o)
 	e.addAccount("acc", number, 100, 10, sim.Limits{Rate: 1000})
-	m := textMsg(t, outbound.Request{AccountID: "acc", To: to})
+	m := textMsg(t, admit.Request{AccountID: "acc", To: to})
 	e.submit(m)
 	return e, clk, sp, m
 }
@@ -119,9 +121,9 @@ func patchRate(t *testing.T, e *env, rate float64) wamux.Account {
 // let it out.
 func assertHeld(t *testing.T, e *env, sp *scriptedProvider, to string) {
 	t.Helper()
-	e.submit(textMsg(t, outbound.Request{AccountID: "acc", To: to}))
+	e.submit(textMsg(t, admit.Request{AccountID: "acc", To: to}))
 	e.d.Settle("acc")
-	waitFor(t, "the attempts done", 10*time.Second, func() bool { return e.d.AttemptsRunning("acc") == 0 })
+	testwait.For(t, "the attempts done", 10*time.Second, func() bool { return e.d.AttemptsRunning("acc") == 0 })
 	if n := sp.callsTo(to); n != 0 {
 		t.Fatalf("%d provider calls to a new recipient while the account cools down, want 0", n)
 	}
@@ -156,7 +158,7 @@ func TestRatePatchKeepsCooldownNotYetStored(t *testing.T) {
 	}
 
 	gate.release()
-	waitFor(t, "the cooldown stored and the message queued again", 10*time.Second, func() bool {
+	testwait.For(t, "the cooldown stored and the message queued again", 10*time.Second, func() bool {
 		a, err := e.store.GetAccount(context.Background(), "acc")
 		return err == nil && a.CooldownUntil.Equal(lim.CooldownUntil) && e.status(m.ID) == wamux.StatusQueued && e.d.AttemptsRunning("acc") == 0
 	})
@@ -172,7 +174,7 @@ func TestRatePatchKeepsCooldownNotYetStored(t *testing.T) {
 func TestRatePatchKeepsStoredCooldown(t *testing.T) {
 	e, clk, sp, m := throttledAccount(t, "7802", envOpts{})
 	until := clk.Now().Add(cloudapi.SpamCooldown)
-	waitFor(t, "the cooldown stored and the message queued again", 10*time.Second, func() bool {
+	testwait.For(t, "the cooldown stored and the message queued again", 10*time.Second, func() bool {
 		a, err := e.store.GetAccount(context.Background(), "acc")
 		return err == nil && a.CooldownUntil.Equal(until) && e.status(m.ID) == wamux.StatusQueued && e.d.AttemptsRunning("acc") == 0
 	})
@@ -198,7 +200,7 @@ func TestRatePatchKeepsStoredCooldown(t *testing.T) {
 	// Once the cooldown is over, the queued messages go out.
 	clk.Advance(cloudapi.SpamCooldown)
 	e.d.Kick()
-	waitFor(t, "the throttled message accepted after the cooldown", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
+	testwait.For(t, "the throttled message accepted after the cooldown", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
 }
 
 // TestReactivationOutlastsCooldownWriteInFlight: the provider throttles
@@ -294,7 +296,7 @@ func awaitChange(t *testing.T, done <-chan error, what string) {
 // the same store.
 func assertReactivated(t *testing.T, e *env, m wamux.Message) {
 	t.Helper()
-	waitFor(t, "the cooldown write done and the message queued again", 10*time.Second, func() bool {
+	testwait.For(t, "the cooldown write done and the message queued again", 10*time.Second, func() bool {
 		return e.status(m.ID) == wamux.StatusQueued && e.d.AttemptsRunning("acc") == 0
 	})
 	if got, err := e.store.GetAccount(context.Background(), "acc"); err != nil || got.State != wamux.AccountActive || !got.CooldownUntil.IsZero() {
@@ -319,9 +321,9 @@ func assertReactivated(t *testing.T, e *env, m wamux.Message) {
 // that has not been ended lets it out.
 func sendsAtOnce(t *testing.T, e *env, to string) {
 	t.Helper()
-	m := textMsg(t, outbound.Request{AccountID: "acc", To: to})
+	m := textMsg(t, admit.Request{AccountID: "acc", To: to})
 	e.submit(m)
-	waitFor(t, "a new recipient's message accepted", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
+	testwait.For(t, "a new recipient's message accepted", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
 }
 
 // patchCooldown does what PATCH /v1/accounts/acc {"state":"cooldown",
@@ -345,9 +347,9 @@ func patchCooldown(t *testing.T, e *env, until time.Time) <-chan error {
 // (its worker is done storing the cooldown), that the account pauses
 // until until: in the store (what GET shows), in the limiter, and after a
 // restart on the same store, with the clock past the throttle's own end.
-func assertCooldownKept(t *testing.T, e *env, clk *fakeClock, sp *scriptedProvider, m wamux.Message, until time.Time) {
+func assertCooldownKept(t *testing.T, e *env, clk *fakeclock.Clock, sp *scriptedProvider, m wamux.Message, until time.Time) {
 	t.Helper()
-	waitFor(t, "the cooldown write done and the message queued again", 10*time.Second, func() bool {
+	testwait.For(t, "the cooldown write done and the message queued again", 10*time.Second, func() bool {
 		return e.status(m.ID) == wamux.StatusQueued && e.d.AttemptsRunning("acc") == 0
 	})
 	if a, err := e.store.GetAccount(context.Background(), "acc"); err != nil || !a.CooldownUntil.Equal(until) {
@@ -387,7 +389,7 @@ func TestCooldownPatchOutlastsCooldownWriteInFlight(t *testing.T) {
 
 	until := clk.Now().Add(time.Hour)
 	changed := patchCooldown(t, e, until)
-	waitFor(t, "the limiter holding the operator's end", 10*time.Second, func() bool {
+	testwait.For(t, "the limiter holding the operator's end", 10*time.Second, func() bool {
 		return e.d.LimitState("acc").CooldownUntil.Equal(until)
 	})
 	gate.release()
@@ -420,7 +422,7 @@ func TestCooldownPatchBeforeCooldownWriteBegins(t *testing.T) {
 func TestCooldownPatchShorterThanThrottleKeepsThrottle(t *testing.T) {
 	e, clk, sp, m := throttledAccount(t, "7807", envOpts{})
 	throttleEnd := clk.Now().Add(cloudapi.SpamCooldown)
-	waitFor(t, "the cooldown stored and the message queued again", 10*time.Second, func() bool {
+	testwait.For(t, "the cooldown stored and the message queued again", 10*time.Second, func() bool {
 		a, err := e.store.GetAccount(context.Background(), "acc")
 		return err == nil && a.CooldownUntil.Equal(throttleEnd) && e.status(m.ID) == wamux.StatusQueued && e.d.AttemptsRunning("acc") == 0
 	})

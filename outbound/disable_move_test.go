@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/admit"
+	"github.com/wamux/wamux/internal/fakeclock"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/outbound"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/sim"
@@ -68,7 +71,7 @@ func (e *env) owner(to string) string {
 // account_id) while they are: a recipient's first message goes to a,
 // whose cooldown ends first, and the others follow their owner (nobody
 // better), so they all wait queued on a.
-func queuedOnPausedPool(t *testing.T, e *env, clk *fakeClock, msgs ...wamux.Message) {
+func queuedOnPausedPool(t *testing.T, e *env, clk *fakeclock.Clock, msgs ...wamux.Message) {
 	t.Helper()
 	e.addAccount("a", "8101", 100, 10, sim.Limits{Rate: 1000})
 	e.addAccount("b", "8102", 100, 10, sim.Limits{Rate: 1000})
@@ -79,7 +82,7 @@ func queuedOnPausedPool(t *testing.T, e *env, clk *fakeClock, msgs ...wamux.Mess
 			t.Fatalf("message %s went to %s, want a", m.ID, acc)
 		}
 	}
-	waitFor(t, "all queued on a", 10*time.Second, func() bool { return e.d.QueueDepth("a")[wamux.P1] == len(msgs) })
+	testwait.For(t, "all queued on a", 10*time.Second, func() bool { return e.d.QueueDepth("a")[wamux.P1] == len(msgs) })
 }
 
 // TestDisabledAccountHandsRoutedRecipientsOver: a recipient's routed
@@ -87,19 +90,19 @@ func queuedOnPausedPool(t *testing.T, e *env, clk *fakeClock, msgs ...wamux.Mess
 // from b, the pool's other account, in submit order, without the client
 // submitting anything new, and the owner change is recorded.
 func TestDisabledAccountHandsRoutedRecipientsOver(t *testing.T) {
-	clk := newFakeClock() // frozen: only the disable can let them out
+	clk := fakeclock.New() // frozen: only the disable can let them out
 	e := newEnv(t, envOpts{clock: clk})
 	to := "15558100001"
 	var want []string
 	var msgs []wamux.Message
 	for _, id := range []string{"m1", "m2", "m3"} {
-		msgs = append(msgs, textMsg(t, outbound.Request{MsgID: id, To: to}))
+		msgs = append(msgs, textMsg(t, admit.Request{MsgID: id, To: to}))
 		want = append(want, id)
 	}
 	queuedOnPausedPool(t, e, clk, msgs...)
 	setState(t, e, "b", wamux.AccountActive)
 	setState(t, e, "a", wamux.AccountDisabled)
-	waitFor(t, "the recipient's messages accepted", 10*time.Second, func() bool {
+	testwait.For(t, "the recipient's messages accepted", 10*time.Second, func() bool {
 		return e.status("m1") == wamux.StatusAccepted && e.status("m2") == wamux.StatusAccepted && e.status("m3") == wamux.StatusAccepted
 	})
 	if got := sentFrom(e, "8102", to); !slices.Equal(got, want) {
@@ -137,18 +140,18 @@ func TestProviderDisableHandsRecipientOver(t *testing.T) {
 	sp, wrap := newScripted(map[string]cloudapi.Result{
 		to: {Outcome: cloudapi.Disable, Code: 190, HTTPStatus: 401, Reason: "190: access token expired"},
 	})
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	e := newEnv(t, envOpts{clock: clk, provider: wrap})
 	e.addAccount("a", "8201", 100, 10, sim.Limits{Rate: 1000})
 	e.addAccount("b", "8202", 100, 10, sim.Limits{Rate: 1000})
-	first := textMsg(t, outbound.Request{MsgID: "first", To: to})
-	second := textMsg(t, outbound.Request{MsgID: "second", To: to})
+	first := textMsg(t, admit.Request{MsgID: "first", To: to})
+	second := textMsg(t, admit.Request{MsgID: "second", To: to})
 	for _, r := range e.submit(first, second) {
 		if r.Message.AccountID != "a" {
 			t.Fatalf("%s routed to %s, want a (the recipient's owner)", r.Message.ID, r.Message.AccountID)
 		}
 	}
-	waitFor(t, "both accepted", 10*time.Second, func() bool {
+	testwait.For(t, "both accepted", 10*time.Second, func() bool {
 		return e.status(first.ID) == wamux.StatusAccepted && e.status(second.ID) == wamux.StatusAccepted
 	})
 	if st := e.d.LimitState("a"); e.message(first.ID).AccountID != "b" || e.message(second.ID).AccountID != "b" {
@@ -169,24 +172,24 @@ func TestProviderDisableHandsRecipientOver(t *testing.T) {
 // recipient whose waiting message names a (account_id given by the
 // client) stays with it; a routed recipient beside it moves to b.
 func TestDisabledAccountKeepsClientChosenMessages(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	e := newEnv(t, envOpts{clock: clk})
 	routedTo, chosenTo := "15558300001", "15558300002"
-	routedMsg := textMsg(t, outbound.Request{MsgID: "routed", To: routedTo})
+	routedMsg := textMsg(t, admit.Request{MsgID: "routed", To: routedTo})
 	queuedOnPausedPool(t, e, clk, routedMsg)
-	chosen := textMsg(t, outbound.Request{MsgID: "chosen", AccountID: "a", To: chosenTo})
+	chosen := textMsg(t, admit.Request{MsgID: "chosen", AccountID: "a", To: chosenTo})
 	e.submit(chosen)
 	// A routed message of the same recipient, behind the chosen one:
 	// the recipient cannot move without leaving the chosen one behind.
-	behind := textMsg(t, outbound.Request{MsgID: "behind", To: chosenTo})
-	waitFor(t, "the chosen message queued", 10*time.Second, func() bool { return e.d.QueueDepth("a")[wamux.P1] == 2 })
+	behind := textMsg(t, admit.Request{MsgID: "behind", To: chosenTo})
+	testwait.For(t, "the chosen message queued", 10*time.Second, func() bool { return e.d.QueueDepth("a")[wamux.P1] == 2 })
 	if acc := e.submit(behind)[0].Message.AccountID; acc != "a" {
 		t.Fatalf("behind routed to %s, want a", acc)
 	}
-	waitFor(t, "all queued", 10*time.Second, func() bool { return e.d.QueueDepth("a")[wamux.P1] == 3 })
+	testwait.For(t, "all queued", 10*time.Second, func() bool { return e.d.QueueDepth("a")[wamux.P1] == 3 })
 	setState(t, e, "b", wamux.AccountActive)
 	setState(t, e, "a", wamux.AccountDisabled)
-	waitFor(t, "the routed recipient's message accepted", 10*time.Second, func() bool {
+	testwait.For(t, "the routed recipient's message accepted", 10*time.Second, func() bool {
 		return e.status(routedMsg.ID) == wamux.StatusAccepted
 	})
 	for _, id := range []string{chosen.ID, behind.ID} {
@@ -214,26 +217,26 @@ func TestDisabledAccountMovesRecipientAfterUnknownResolves(t *testing.T) {
 		pinned: {Outcome: cloudapi.Unknown, Code: -1, Reason: "timeout"},
 		free:   {Outcome: cloudapi.Cooldown, Code: 131048, Delay: cloudapi.SpamCooldown, HTTPStatus: 400, Reason: "131048: spam rate limit"},
 	})
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	e := newEnv(t, envOpts{clock: clk, provider: wrap, settings: map[string]string{"quiet_period": "10s"}})
 	e.addAccount("a", "8401", 100, 10, sim.Limits{Rate: 1000})
 	e.addAccount("b", "8402", 100, 10, sim.Limits{Rate: 1000})
 	coolDown(t, e, "b", clk.Now().Add(time.Hour))
-	first := textMsg(t, outbound.Request{MsgID: "first", To: pinned})
-	second := textMsg(t, outbound.Request{MsgID: "second", To: pinned})
-	other := textMsg(t, outbound.Request{MsgID: "other", To: free})
+	first := textMsg(t, admit.Request{MsgID: "first", To: pinned})
+	second := textMsg(t, admit.Request{MsgID: "second", To: pinned})
+	other := textMsg(t, admit.Request{MsgID: "other", To: free})
 	for _, r := range e.submit(first, second, other) {
 		if r.Message.AccountID != "a" {
 			t.Fatalf("%s routed to %s, want a (b cools down)", r.Message.ID, r.Message.AccountID)
 		}
 	}
-	waitFor(t, "first unknown, other back in the queue", 10*time.Second, func() bool {
+	testwait.For(t, "first unknown, other back in the queue", 10*time.Second, func() bool {
 		return e.status(first.ID) == wamux.StatusUnknown && e.status(other.ID) == wamux.StatusQueued &&
 			sp.callsTo(free) == 1 && e.d.AttemptsRunning("a") == 0
 	})
 	setState(t, e, "b", wamux.AccountActive)
 	setState(t, e, "a", wamux.AccountDisabled)
-	waitFor(t, "the other recipient's message accepted from b", 10*time.Second, func() bool {
+	testwait.For(t, "the other recipient's message accepted from b", 10*time.Second, func() bool {
 		return e.status(other.ID) == wamux.StatusAccepted
 	})
 	if m := e.message(second.ID); m.Status != wamux.StatusQueued || m.AccountID != "a" {
@@ -246,7 +249,7 @@ func TestDisabledAccountMovesRecipientAfterUnknownResolves(t *testing.T) {
 	}
 	clk.Advance(11 * time.Second)
 	e.d.Kick()
-	waitFor(t, "the second accepted", 10*time.Second, func() bool { return e.status(second.ID) == wamux.StatusAccepted })
+	testwait.For(t, "the second accepted", 10*time.Second, func() bool { return e.status(second.ID) == wamux.StatusAccepted })
 	if got := sentFrom(e, "8402", pinned); !slices.Equal(got, []string{"second"}) {
 		t.Fatalf("b sent %v to the recipient, want [second]", got)
 	}
@@ -266,11 +269,11 @@ func TestDisabledAccountMovesRecipientAfterUnknownResolves(t *testing.T) {
 // while the gateway was down, or before this version). Start moves them
 // to the pool's other account and they go out, in order.
 func TestStartHandsDisabledAccountsRecipientsOver(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	e := newEnv(t, envOpts{clock: clk})
 	to := "15558500001"
-	m1 := textMsg(t, outbound.Request{MsgID: "m1", To: to})
-	m2 := textMsg(t, outbound.Request{MsgID: "m2", To: to})
+	m1 := textMsg(t, admit.Request{MsgID: "m1", To: to})
+	m2 := textMsg(t, admit.Request{MsgID: "m2", To: to})
 	queuedOnPausedPool(t, e, clk, m1, m2)
 	e.stop()
 	ctx := context.Background()
@@ -282,7 +285,7 @@ func TestStartHandsDisabledAccountsRecipientsOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.start()
-	waitFor(t, "both accepted", 10*time.Second, func() bool {
+	testwait.For(t, "both accepted", 10*time.Second, func() bool {
 		return e.status(m1.ID) == wamux.StatusAccepted && e.status(m2.ID) == wamux.StatusAccepted
 	})
 	if got := sentFrom(e, "8102", to); !slices.Equal(got, []string{"m1", "m2"}) {
@@ -297,17 +300,17 @@ func TestStartHandsDisabledAccountsRecipientsOver(t *testing.T) {
 // can take them (the only other one is disabled too), the recipient's
 // messages stay where they are.
 func TestDisabledAccountWithoutOtherKeepsRecipients(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	e := newEnv(t, envOpts{clock: clk})
 	to := "15558600001"
-	m := textMsg(t, outbound.Request{MsgID: "m", To: to})
+	m := textMsg(t, admit.Request{MsgID: "m", To: to})
 	queuedOnPausedPool(t, e, clk, m)
 	setState(t, e, "b", wamux.AccountDisabled)
 	setState(t, e, "a", wamux.AccountDisabled)
 	// Re-enabling a ends the wait: had the message moved to b, it would
 	// wait there for good.
 	setState(t, e, "a", wamux.AccountActive)
-	waitFor(t, "the message accepted", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
+	testwait.For(t, "the message accepted", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
 	if got := sentFrom(e, "8101", to); !slices.Equal(got, []string{"m"}) {
 		t.Fatalf("a sent %v, want [m]", got)
 	}
@@ -318,10 +321,10 @@ func TestDisabledAccountWithoutOtherKeepsRecipients(t *testing.T) {
 // The evacuator looks again when b's cooldown ends (a cooldown ends in
 // the limiter alone; nothing else would wake it) and the recipient moves.
 func TestDisabledAccountMovesWhenCooldownEnds(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	e := newEnv(t, envOpts{clock: clk})
 	to := "15558700001"
-	m := textMsg(t, outbound.Request{MsgID: "m", To: to})
+	m := textMsg(t, admit.Request{MsgID: "m", To: to})
 	queuedOnPausedPool(t, e, clk, m)
 	setState(t, e, "a", wamux.AccountDisabled)
 	if wait := e.d.EvacuateNow("a"); wait != 2*time.Hour {
@@ -334,7 +337,7 @@ func TestDisabledAccountMovesWhenCooldownEnds(t *testing.T) {
 	if wait := e.d.EvacuateNow("a"); wait != 0 {
 		t.Fatalf("after the move the evacuator looks again in %v, want never", wait)
 	}
-	waitFor(t, "the message accepted", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
+	testwait.For(t, "the message accepted", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
 	if got := sentFrom(e, "8102", to); !slices.Equal(got, []string{"m"}) {
 		t.Fatalf("b sent %v, want [m]", got)
 	}
@@ -350,21 +353,21 @@ func TestDisabledAccountKeepsRecipientWithUnresolvedOutcome(t *testing.T) {
 	sp, wrap := newScripted(map[string]cloudapi.Result{
 		to: {Outcome: cloudapi.Unknown, Code: -1, Reason: "timeout"},
 	})
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	e := newEnv(t, envOpts{clock: clk, provider: wrap, settings: map[string]string{"quiet_period": "10s"}})
 	e.addAccount("a", "8801", 100, 10, sim.Limits{Rate: 1000})
 	e.addAccount("b", "8802", 100, 10, sim.Limits{Rate: 1000})
-	first := textMsg(t, outbound.Request{MsgID: "first", To: to})
-	second := textMsg(t, outbound.Request{MsgID: "second", To: to})
+	first := textMsg(t, admit.Request{MsgID: "first", To: to})
+	second := textMsg(t, admit.Request{MsgID: "second", To: to})
 	e.submit(first, second)
-	waitFor(t, "first unknown", 10*time.Second, func() bool {
+	testwait.For(t, "first unknown", 10*time.Second, func() bool {
 		return e.status(first.ID) == wamux.StatusUnknown && e.d.AttemptsRunning("a") == 0
 	})
 	setState(t, e, "a", wamux.AccountDisabled)
 	clk.Advance(11 * time.Second)
 	e.d.Kick()
 	// The compensator found no status: the first is now due for a resend.
-	waitFor(t, "compensation decided", 10*time.Second, func() bool {
+	testwait.For(t, "compensation decided", 10*time.Second, func() bool {
 		return metric(t, e, "wamux_unknown_outcomes", map[string]string{"account_id": "a"}) == 0 && e.d.AttemptsRunning("a") == 0
 	})
 	if wait := e.d.EvacuateNow("a"); wait != 0 {
@@ -376,7 +379,7 @@ func TestDisabledAccountKeepsRecipientWithUnresolvedOutcome(t *testing.T) {
 		}
 	}
 	setState(t, e, "a", wamux.AccountActive)
-	waitFor(t, "both accepted", 10*time.Second, func() bool {
+	testwait.For(t, "both accepted", 10*time.Second, func() bool {
 		return e.status(first.ID) == wamux.StatusAccepted && e.status(second.ID) == wamux.StatusAccepted
 	})
 	if got := sentFrom(e, "8801", to); !slices.Equal(got, []string{"first", "second"}) {
@@ -401,20 +404,20 @@ func TestDisabledOwnerMovesNewMessageWhenCooldownEnds(t *testing.T) {
 	e.addAccount("a", "8111", 100, 10, sim.Limits{Rate: 1000})
 	e.addAccount("b", "8112", 100, 10, sim.Limits{Rate: 1000})
 	to := "15558110001"
-	first := textMsg(t, outbound.Request{MsgID: "first", To: to})
+	first := textMsg(t, admit.Request{MsgID: "first", To: to})
 	if acc := e.submit(first)[0].Message.AccountID; acc != "a" {
 		t.Fatalf("first message routed to %s, want a (equal ratios, smallest id)", acc)
 	}
-	waitFor(t, "the first message accepted", 10*time.Second, func() bool {
+	testwait.For(t, "the first message accepted", 10*time.Second, func() bool {
 		return e.status(first.ID) == wamux.StatusAccepted && e.d.AttemptsRunning("a") == 0
 	})
 	coolDown(t, e, "b", time.Now().Add(3*time.Second))
 	setState(t, e, "a", wamux.AccountDisabled)
-	next := textMsg(t, outbound.Request{MsgID: "next", To: to})
+	next := textMsg(t, admit.Request{MsgID: "next", To: to})
 	if acc := e.submit(next)[0].Message.AccountID; acc != "a" {
 		t.Fatalf("next message routed to %s while b cools down, want its owner a", acc)
 	}
-	waitFor(t, "the next message accepted from b", 15*time.Second, func() bool { return e.status(next.ID) == wamux.StatusAccepted })
+	testwait.For(t, "the next message accepted from b", 15*time.Second, func() bool { return e.status(next.ID) == wamux.StatusAccepted })
 	if got := sentFrom(e, "8112", to); !slices.Equal(got, []string{"next"}) {
 		t.Fatalf("b sent %v, want [next]", got)
 	}
@@ -427,23 +430,23 @@ func TestDisabledOwnerMovesNewMessageWhenCooldownEnds(t *testing.T) {
 // before m2, which moves only when the evacuator tries again.
 func TestFailedMoveWriteKeepsRecipientOrder(t *testing.T) {
 	fs := &flakyStore{}
-	clk := newFakeClock() // frozen: a's cooldown never ends by itself
+	clk := fakeclock.New() // frozen: a's cooldown never ends by itself
 	e := newEnv(t, envOpts{clock: clk, wrapStore: fs.wrap})
 	to := "15558120001"
-	m1 := textMsg(t, outbound.Request{MsgID: "m1", To: to})
-	m2 := textMsg(t, outbound.Request{MsgID: "m2", To: to})
+	m1 := textMsg(t, admit.Request{MsgID: "m1", To: to})
+	m2 := textMsg(t, admit.Request{MsgID: "m2", To: to})
 	queuedOnPausedPool(t, e, clk, m1, m2)
 	fs.failNext(1, false, func(u store.MessageUpdate) bool { return u.MsgID == "m2" && u.AccountID == "b" })
 	setState(t, e, "b", wamux.AccountActive)
 	setState(t, e, "a", wamux.AccountDisabled)
-	waitFor(t, "the move of m2 failed", 10*time.Second, func() bool { return fs.failed.Load() == 1 })
+	testwait.For(t, "the move of m2 failed", 10*time.Second, func() bool { return fs.failed.Load() == 1 })
 	// The evacuator's pass that failed is over once it let go of the
 	// routing lock: the next message's routing waits for it.
-	m3 := textMsg(t, outbound.Request{MsgID: "m3", To: to})
+	m3 := textMsg(t, admit.Request{MsgID: "m3", To: to})
 	if r := e.submit(m3)[0]; r.Err != nil {
 		t.Fatal(r.Err)
 	}
-	waitFor(t, "all three accepted", 20*time.Second, func() bool {
+	testwait.For(t, "all three accepted", 20*time.Second, func() bool {
 		return e.status(m1.ID) == wamux.StatusAccepted && e.status(m2.ID) == wamux.StatusAccepted && e.status(m3.ID) == wamux.StatusAccepted
 	})
 	if got := simOrder(e, to); !slices.Equal(got, []string{"m1", "m2", "m3"}) {
@@ -478,13 +481,13 @@ func (g *gatedInsert) InsertMessages(ctx context.Context, msgs []wamux.Message) 
 // could reach the new owner first. Once it has arrived, all of them move,
 // in order.
 func TestEvacuationWaitsForMessageInTransit(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	g := &gatedInsert{entered: make(chan struct{}), release: make(chan struct{})}
 	e := newEnv(t, envOpts{clock: clk, wrapStore: g.wrap})
 	to := "15558900001"
-	m1 := textMsg(t, outbound.Request{MsgID: "m1", To: to})
-	m2 := textMsg(t, outbound.Request{MsgID: "m2", To: to})
-	m3 := textMsg(t, outbound.Request{MsgID: "m3", To: to})
+	m1 := textMsg(t, admit.Request{MsgID: "m1", To: to})
+	m2 := textMsg(t, admit.Request{MsgID: "m2", To: to})
+	m3 := textMsg(t, admit.Request{MsgID: "m3", To: to})
 	queuedOnPausedPool(t, e, clk, m1)
 	setState(t, e, "a", wamux.AccountDisabled) // b still cools down: nowhere to go
 	g.armed.Store(true)
@@ -507,7 +510,7 @@ func TestEvacuationWaitsForMessageInTransit(t *testing.T) {
 		t.Fatalf("m2's submit: %+v, want routed to a", res)
 	}
 	e.submit(m3)
-	waitFor(t, "all accepted", 10*time.Second, func() bool {
+	testwait.For(t, "all accepted", 10*time.Second, func() bool {
 		return e.status(m1.ID) == wamux.StatusAccepted && e.status(m2.ID) == wamux.StatusAccepted &&
 			e.status(m3.ID) == wamux.StatusAccepted
 	})

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
-	"github.com/wamux/wamux/outbound"
+	"github.com/wamux/wamux/admit"
+	"github.com/wamux/wamux/internal/fakeclock"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/sim"
 )
 
@@ -55,7 +57,7 @@ func TestPermutedSeqsReachProviderOnceInOrder(t *testing.T) {
 	seqOf := map[string]int64{}
 	for i := range msgs {
 		seq := int64(i + 1)
-		msgs[i] = textMsg(t, outbound.Request{AccountID: "acc", ClientSeq: seqp(seq), To: recipients[i%len(recipients)]})
+		msgs[i] = textMsg(t, admit.Request{AccountID: "acc", ClientSeq: seqp(seq), To: recipients[i%len(recipients)]})
 		seqOf[msgs[i].ID] = seq
 	}
 	rand.Shuffle(len(msgs), func(i, j int) { msgs[i], msgs[j] = msgs[j], msgs[i] })
@@ -85,7 +87,7 @@ func TestPermutedSeqsReachProviderOnceInOrder(t *testing.T) {
 	if st.Duplicates != 0 || st.OverLimit != 0 {
 		t.Fatalf("duplicates at provider %d, over limit %d", st.Duplicates, st.OverLimit)
 	}
-	waitFor(t, "all messages recorded accepted", 10*time.Second, func() bool {
+	testwait.For(t, "all messages recorded accepted", 10*time.Second, func() bool {
 		for id := range seqOf {
 			if e.status(id) != wamux.StatusAccepted {
 				return false
@@ -101,7 +103,7 @@ func TestLateDuplicateDoesNotBlock(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	e.addAccount("acc", "1002", 100, 10, sim.Limits{Rate: 1000})
 	m := func(seq int64) wamux.Message {
-		return textMsg(t, outbound.Request{AccountID: "acc", ClientSeq: seqp(seq), To: "15550001111"})
+		return textMsg(t, admit.Request{AccountID: "acc", ClientSeq: seqp(seq), To: "15550001111"})
 	}
 	e.submit(m(1), m(2))
 	e.waitAccepted(2, 10*time.Second)
@@ -119,18 +121,18 @@ func TestLateDuplicateDoesNotBlock(t *testing.T) {
 // 2 and 3 wait; after gap_timeout they go out and the gap is counted; seq 1
 // arriving later is held, and an operator's release sends it.
 func TestGapSkipThenHeldThenRelease(t *testing.T) {
-	clock := newFakeClock()
+	clock := fakeclock.New()
 	e := newEnv(t, envOpts{clock: clock, settings: map[string]string{"gap_timeout": "1m"}})
 	e.addAccount("acc", "1003", 100, 100, sim.Limits{Rate: 1000})
 	m := func(seq int64) wamux.Message {
-		return textMsg(t, outbound.Request{AccountID: "acc", ClientSeq: seqp(seq), To: "15550002222"})
+		return textMsg(t, admit.Request{AccountID: "acc", ClientSeq: seqp(seq), To: "15550002222"})
 	}
 	two, three := m(2), m(3)
 	res := e.submit(two, three)
 	if res[0].Message.Status != wamux.StatusWaitingSeq {
 		t.Fatalf("status %s, want waiting_seq", res[0].Message.Status)
 	}
-	waitFor(t, "seq 2 and 3 to be waiting in the buffer", 5*time.Second, func() bool {
+	testwait.For(t, "seq 2 and 3 to be waiting in the buffer", 5*time.Second, func() bool {
 		return metric(t, e, "wamux_seq_waiting", map[string]string{"account": "acc"}) == 2
 	})
 	if got := e.sim.Stats().Totals.Accepted; got != 0 {
@@ -147,7 +149,7 @@ func TestGapSkipThenHeldThenRelease(t *testing.T) {
 	}
 	one := m(1)
 	e.submit(one)
-	waitFor(t, "seq 1 held", 5*time.Second, func() bool { return e.status(one.ID) == wamux.StatusHeld })
+	testwait.For(t, "seq 1 held", 5*time.Second, func() bool { return e.status(one.ID) == wamux.StatusHeld })
 	if got := e.sim.Stats().Totals.Accepted; got != 2 {
 		t.Fatalf("a held message was sent: %d accepted", got)
 	}
@@ -211,10 +213,10 @@ func TestOrderingOffIsDedupOnly(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	e.addAccount("acc", "1004", 100, 10, sim.Limits{Rate: 1000})
 	m := func(seq int64) wamux.Message {
-		return textMsg(t, outbound.Request{AccountID: "acc", ClientSeq: seqp(seq), To: "15550003333"})
+		return textMsg(t, admit.Request{AccountID: "acc", ClientSeq: seqp(seq), To: "15550003333"})
 	}
 	e.submit(m(2))
-	waitFor(t, "seq 2 waiting", 5*time.Second, func() bool {
+	testwait.For(t, "seq 2 waiting", 5*time.Second, func() bool {
 		return metric(t, e, "wamux_seq_waiting", map[string]string{"account": "acc"}) == 1
 	})
 	if _, err := e.settings.Update(context.Background(), map[string]string{"ordering": "false"}); err != nil {

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/wamux/wamux"
-	"github.com/wamux/wamux/outbound"
+	"github.com/wamux/wamux/admit"
 	"github.com/wamux/wamux/sim"
 )
 
@@ -19,7 +19,7 @@ func TestDuplicateSubmitChangesNoRouting(t *testing.T) {
 	e.addAccount("a", "9401", 100, 10, sim.Limits{Rate: 1000})
 	e.addAccount("b", "9402", 100, 10, sim.Limits{Rate: 1000})
 	to := "15559400001"
-	first := e.submit(textMsg(t, outbound.Request{MsgID: "client-1", To: to}))[0].Message
+	first := e.submit(textMsg(t, admit.Request{MsgID: "client-1", To: to}))[0].Message
 	ctx := context.Background()
 	acc, err := e.store.GetAccount(ctx, first.AccountID)
 	if err != nil {
@@ -31,7 +31,7 @@ func TestDuplicateSubmitChangesNoRouting(t *testing.T) {
 	}
 	reroutes := metric(t, e, "wamux_recipient_reroutes_total", nil)
 
-	retry := e.submit(textMsg(t, outbound.Request{MsgID: "client-1", To: to}))[0]
+	retry := e.submit(textMsg(t, admit.Request{MsgID: "client-1", To: to}))[0]
 	if !retry.Duplicate || retry.Message.AccountID != first.AccountID {
 		t.Fatalf("retry: duplicate %v, account %q; want the original on %q", retry.Duplicate, retry.Message.AccountID, first.AccountID)
 	}

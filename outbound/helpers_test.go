@@ -6,13 +6,15 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/admit"
+	"github.com/wamux/wamux/internal/fakeclock"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/outbound"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/settings"
@@ -20,27 +22,6 @@ import (
 	"github.com/wamux/wamux/store"
 	"github.com/wamux/wamux/store/sqlite"
 )
-
-// fakeClock is moved by hand; the dispatcher, its limiters and reorder
-// buffers all read it.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 type env struct {
 	t     *testing.T
@@ -181,7 +162,7 @@ func (e *env) addAccount(id, pnid string, rate float64, burst int, simLimits sim
 	return a
 }
 
-func textMsg(t *testing.T, req outbound.Request) wamux.Message {
+func textMsg(t *testing.T, req admit.Request) wamux.Message {
 	t.Helper()
 	if req.BizType == "" {
 		req.BizType = "test"
@@ -190,7 +171,7 @@ func textMsg(t *testing.T, req outbound.Request) wamux.Message {
 		req.Type = "text"
 		req.Text = []byte(fmt.Sprintf(`{"body":"hello %s"}`, req.To))
 	}
-	m, err := outbound.Admit(req)
+	m, err := admit.Message(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,21 +192,9 @@ func (e *env) submit(msgs ...wamux.Message) []outbound.SubmitResult {
 	return res
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func (e *env) waitAccepted(n int64, timeout time.Duration) {
 	e.t.Helper()
-	waitFor(e.t, fmt.Sprintf("%d messages accepted by the simulator", n), timeout, func() bool {
+	testwait.For(e.t, fmt.Sprintf("%d messages accepted by the simulator", n), timeout, func() bool {
 		return e.sim.Stats().Totals.Accepted >= n
 	})
 }
@@ -240,3 +209,20 @@ func (e *env) status(msgID string) wamux.Status {
 }
 
 func seqp(n int64) *int64 { return &n }
+
+// waitUnknown waits until the message's outcome is stored unknown and its
+// worker has taken the answer in: the quiet period runs from then, so a
+// clock moved afterwards ends it.
+func waitUnknown(t *testing.T, e *env, acc, msgID string) {
+	t.Helper()
+	testwait.For(t, "message unknown", 10*time.Second, func() bool {
+		return e.status(msgID) == wamux.StatusUnknown && e.d.AttemptsRunning(acc) == 0
+	})
+	e.d.Settle(acc)
+}
+
+// elapse moves the clock by d and wakes the workers to see it.
+func (e *env) elapse(clk *fakeclock.Clock, d time.Duration) {
+	clk.Advance(d)
+	e.d.Kick()
+}

@@ -12,8 +12,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/admit"
 	"github.com/wamux/wamux/httpapi"
-	"github.com/wamux/wamux/outbound"
+	"github.com/wamux/wamux/internal/fakeclock"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/receipts"
 	"github.com/wamux/wamux/sim"
 )
@@ -62,7 +64,7 @@ func runInboundScenario(t *testing.T, charge bool) sim.NumberStats {
 		steps  = 40
 		step   = 100 * time.Millisecond
 	)
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	var gateway atomic.Pointer[http.Handler]
 	hooks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h := gateway.Load(); h != nil {
@@ -107,7 +109,7 @@ func runInboundScenario(t *testing.T, charge bool) sim.NumberStats {
 	e.addAccount("acc", pnid, 20, 2, sim.Limits{Rate: 20, Burst: 20})
 	var msgs []wamux.Message
 	for i := range 200 {
-		msgs = append(msgs, textMsg(t, outbound.Request{AccountID: "acc", To: fmt.Sprintf("1555770%04d", i)}))
+		msgs = append(msgs, textMsg(t, admit.Request{AccountID: "acc", To: fmt.Sprintf("1555770%04d", i)}))
 	}
 	e.submit(msgs...)
 
@@ -117,7 +119,7 @@ func runInboundScenario(t *testing.T, charge bool) sim.NumberStats {
 		t.Helper()
 		for {
 			e.d.Settle("acc")
-			waitFor(t, "sends answered", 10*time.Second, func() bool { return e.d.AttemptsRunning("acc") == 0 })
+			testwait.For(t, "sends answered", 10*time.Second, func() bool { return e.d.AttemptsRunning("acc") == 0 })
 			before := e.sim.Stats().Totals.Requests
 			e.d.Settle("acc")
 			if e.d.AttemptsRunning("acc") == 0 && e.sim.Stats().Totals.Requests == before {
@@ -130,7 +132,7 @@ func runInboundScenario(t *testing.T, charge bool) sim.NumberStats {
 		if _, err := e.sim.Inbound(pnid, sim.InboundRequest{}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "webhooks answered", 10*time.Second, func() bool { return e.sim.Stats().Webhooks.Pending == 0 })
+		testwait.For(t, "webhooks answered", 10*time.Second, func() bool { return e.sim.Stats().Webhooks.Pending == 0 })
 		clk.Advance(step)
 	}
 	idle()

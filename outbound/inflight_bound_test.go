@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/admit"
+	"github.com/wamux/wamux/internal/fakeclock"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/outbound"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/sim"
@@ -43,7 +46,7 @@ func (p *slowRoundTrip) Send(ctx context.Context, dest cloudapi.Destination, msg
 // at 640/s whatever the rate; it is now one second of the account's rate
 // when that is more.
 func TestInflightBoundKeepsUpWithTheRate(t *testing.T) {
-	clk := newFakeClock() // frozen: the burst alone lets all 100 go
+	clk := fakeclock.New() // frozen: the burst alone lets all 100 go
 	const n = 100
 	p := &slowRoundTrip{n: n, open: make(chan struct{})}
 	e := newEnv(t, envOpts{clock: clk, simCfg: sim.Config{Clock: clk.Now},
@@ -51,10 +54,10 @@ func TestInflightBoundKeepsUpWithTheRate(t *testing.T) {
 	e.addAccount("acc", "7501", 1000, n, sim.Limits{Rate: 1000, Burst: n})
 	var msgs []wamux.Message
 	for i := range n {
-		msgs = append(msgs, textMsg(t, outbound.Request{AccountID: "acc", To: fmt.Sprintf("1555750%04d", i)}))
+		msgs = append(msgs, textMsg(t, admit.Request{AccountID: "acc", To: fmt.Sprintf("1555750%04d", i)}))
 	}
 	e.submit(msgs...)
-	waitFor(t, fmt.Sprintf("%d calls in flight at once", n), 5*time.Second, func() bool {
+	testwait.For(t, fmt.Sprintf("%d calls in flight at once", n), 5*time.Second, func() bool {
 		select {
 		case <-p.open:
 			return true

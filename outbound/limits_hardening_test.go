@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/admit"
+	"github.com/wamux/wamux/internal/fakeclock"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/outbound"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/ratelimit"
@@ -58,14 +61,14 @@ func newScripted(first map[string]cloudapi.Result) (*scriptedProvider, func(outb
 // batch is routed, so the batch's earlier choices must count, or every
 // recipient goes (and sticks) to the account with the smallest id.
 func TestBatchRoutingSpreadsOverPool(t *testing.T) {
-	clk := newFakeClock() // frozen: no refill, nothing changes but routing
+	clk := fakeclock.New() // frozen: no refill, nothing changes but routing
 	e := newEnv(t, envOpts{clock: clk})
 	for i, id := range []string{"a", "b", "c"} {
 		e.addAccount(id, fmt.Sprintf("610%d", i), 10, 10, sim.Limits{Rate: 1000})
 	}
 	var batch []wamux.Message
 	for i := 0; i < 30; i++ {
-		batch = append(batch, textMsg(t, outbound.Request{To: fmt.Sprintf("1555610%04d", i)}))
+		batch = append(batch, textMsg(t, admit.Request{To: fmt.Sprintf("1555610%04d", i)}))
 	}
 	used := map[string]int{}
 	for _, r := range e.submit(batch...) {
@@ -83,15 +86,15 @@ func TestBatchRoutingSpreadsOverPool(t *testing.T) {
 // "for the account when SlowDown": the account pauses for it, not only
 // the one recipient (the others must not be sent to right away).
 func TestAccountWideThrottlePausesAccount(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	sp, wrap := newScripted(map[string]cloudapi.Result{
 		"15556200001": {Outcome: cloudapi.SlowDown, Code: 80007, Delay: cloudapi.WABALimitDelay, HTTPStatus: 400, Reason: "80007: rate limit"},
 	})
 	e := newEnv(t, envOpts{clock: clk, provider: wrap})
 	e.addAccount("acc", "6201", 100, 10, sim.Limits{Rate: 1000})
-	m := textMsg(t, outbound.Request{AccountID: "acc", To: "15556200001"})
+	m := textMsg(t, admit.Request{AccountID: "acc", To: "15556200001"})
 	e.submit(m)
-	waitFor(t, "the 80007 handled", 10*time.Second, func() bool {
+	testwait.For(t, "the 80007 handled", 10*time.Second, func() bool {
 		return sp.callsTo("15556200001") == 1 && e.status(m.ID) == wamux.StatusQueued
 	})
 	lim := e.d.LimitState("acc")
@@ -106,16 +109,16 @@ func TestAccountWideThrottlePausesAccount(t *testing.T) {
 // cooldown_until in the store: the adaptive limiter's cooldown must end
 // too, or the account stays paused (and unroutable) until it runs out.
 func TestReactivateEndsCooldown(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	to := "15556300001"
 	sp, wrap := newScripted(map[string]cloudapi.Result{
 		to: {Outcome: cloudapi.Cooldown, Code: 131048, Delay: cloudapi.SpamCooldown, HTTPStatus: 400, Reason: "131048: spam rate limit"},
 	})
 	e := newEnv(t, envOpts{clock: clk, provider: wrap})
 	e.addAccount("acc", "6301", 100, 10, sim.Limits{Rate: 1000})
-	m := textMsg(t, outbound.Request{AccountID: "acc", To: to})
+	m := textMsg(t, admit.Request{AccountID: "acc", To: to})
 	e.submit(m)
-	waitFor(t, "the cooldown", 10*time.Second, func() bool {
+	testwait.For(t, "the cooldown", 10*time.Second, func() bool {
 		return e.status(m.ID) == wamux.StatusQueued && e.d.LimitState("acc").State == wamux.AccountCooldown
 	})
 	// What PATCH /v1/accounts/acc {"state":"active"} does.
@@ -134,8 +137,8 @@ func TestReactivateEndsCooldown(t *testing.T) {
 	// A new recipient's message goes out at once (the clock is frozen, so
 	// only the end of the cooldown can let it through).
 	other := "15556300002"
-	e.submit(textMsg(t, outbound.Request{AccountID: "acc", To: other}))
-	waitFor(t, "a message sent after re-activation", 10*time.Second, func() bool { return sp.callsTo(other) == 1 })
+	e.submit(textMsg(t, admit.Request{AccountID: "acc", To: other}))
+	testwait.For(t, "a message sent after re-activation", 10*time.Second, func() bool { return sp.callsTo(other) == 1 })
 }
 
 // TestStoredLimitOutOfBoundsStillStarts: an account stored with a rate
@@ -148,9 +151,9 @@ func TestStoredLimitOutOfBoundsStillStarts(t *testing.T) {
 	if lim := e.d.LimitState("slow"); lim.Rate != ratelimit.MinLimitRate || lim.Burst != 1 {
 		t.Fatalf("limit %v/s burst %d, want %v/s burst 1", lim.Rate, lim.Burst, ratelimit.MinLimitRate)
 	}
-	m := textMsg(t, outbound.Request{AccountID: "slow", To: "15557500001"})
+	m := textMsg(t, admit.Request{AccountID: "slow", To: "15557500001"})
 	e.submit(m)
-	waitFor(t, "the message accepted", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
+	testwait.For(t, "the message accepted", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
 }
 
 // TestStoredLimitOutOfBoundsTakesOtherChanges: an account stored with a

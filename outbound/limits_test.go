@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
-	"github.com/wamux/wamux/outbound"
+	"github.com/wamux/wamux/admit"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/sim"
 )
 
@@ -20,7 +21,7 @@ func TestThrottledAccountBacksOffAndLosesNothing(t *testing.T) {
 	const n = 150
 	var msgs []wamux.Message
 	for i := 0; i < n; i++ {
-		msgs = append(msgs, textMsg(t, outbound.Request{AccountID: "acc", To: fmt.Sprintf("1555200%04d", i)}))
+		msgs = append(msgs, textMsg(t, admit.Request{AccountID: "acc", To: fmt.Sprintf("1555200%04d", i)}))
 	}
 	e.submit(msgs...)
 	e.waitAccepted(n, 60*time.Second)
@@ -36,7 +37,7 @@ func TestThrottledAccountBacksOffAndLosesNothing(t *testing.T) {
 	}
 	// The simulator counts a message when it answers; the gateway records
 	// the answer just after.
-	waitFor(t, "every message recorded accepted", 10*time.Second, func() bool {
+	testwait.For(t, "every message recorded accepted", 10*time.Second, func() bool {
 		for _, m := range msgs {
 			if e.status(m.ID) != wamux.StatusAccepted {
 				return false
@@ -56,7 +57,7 @@ func TestStaysUnderTheLimit(t *testing.T) {
 	const n = 120
 	var msgs []wamux.Message
 	for i := 0; i < n; i++ {
-		msgs = append(msgs, textMsg(t, outbound.Request{AccountID: "acc", To: fmt.Sprintf("1555300%04d", i)}))
+		msgs = append(msgs, textMsg(t, admit.Request{AccountID: "acc", To: fmt.Sprintf("1555300%04d", i)}))
 	}
 	e.submit(msgs...)
 	e.waitAccepted(n, 30*time.Second)
@@ -72,13 +73,13 @@ func TestPriorityOrder(t *testing.T) {
 	e.addAccount("acc", "4003", 20, 1, sim.Limits{Rate: 1000})
 	var p2 []wamux.Message
 	for i := 0; i < 20; i++ {
-		p2 = append(p2, textMsg(t, outbound.Request{AccountID: "acc", Priority: "P2", To: fmt.Sprintf("1555400%04d", i)}))
+		p2 = append(p2, textMsg(t, admit.Request{AccountID: "acc", Priority: "P2", To: fmt.Sprintf("1555400%04d", i)}))
 	}
 	e.submit(p2...)
 	p0 := map[string]bool{}
 	var urgent []wamux.Message
 	for i := 0; i < 5; i++ {
-		m := textMsg(t, outbound.Request{AccountID: "acc", Priority: "P0", To: fmt.Sprintf("1555500%04d", i)})
+		m := textMsg(t, admit.Request{AccountID: "acc", Priority: "P0", To: fmt.Sprintf("1555500%04d", i)})
 		p0[m.ID] = true
 		urgent = append(urgent, m)
 	}
@@ -104,7 +105,7 @@ func TestP2ShedPastMaxDepth(t *testing.T) {
 	e.addAccount("acc", "4004", 1, 1, sim.Limits{Rate: 1000})
 	var msgs []wamux.Message
 	for i := 0; i < 10; i++ {
-		msgs = append(msgs, textMsg(t, outbound.Request{AccountID: "acc", Priority: "P2", To: fmt.Sprintf("1555600%04d", i)}))
+		msgs = append(msgs, textMsg(t, admit.Request{AccountID: "acc", Priority: "P2", To: fmt.Sprintf("1555600%04d", i)}))
 	}
 	e.submit(msgs...)
 	countDropped := func() int {
@@ -116,7 +117,7 @@ func TestP2ShedPastMaxDepth(t *testing.T) {
 		}
 		return n
 	}
-	waitFor(t, "P2 shed", 10*time.Second, func() bool { return countDropped() >= 6 })
+	testwait.For(t, "P2 shed", 10*time.Second, func() bool { return countDropped() >= 6 })
 	// Depth 3 keeps 3 queued plus, at most, one already sent.
 	if dropped := countDropped(); dropped > 7 {
 		t.Fatalf("%d P2 messages dropped, want 6 or 7", dropped)
@@ -134,15 +135,15 @@ func TestRoutingIsStickyAndMovesOffDisabledAccounts(t *testing.T) {
 	e.addAccount("a", "5001", 100, 10, sim.Limits{Rate: 1000})
 	e.addAccount("b", "5002", 100, 10, sim.Limits{Rate: 1000})
 	to := "15557770000"
-	first := e.submit(textMsg(t, outbound.Request{To: to}))[0].Message.AccountID
+	first := e.submit(textMsg(t, admit.Request{To: to}))[0].Message.AccountID
 	for i := 0; i < 5; i++ {
-		if got := e.submit(textMsg(t, outbound.Request{To: to}))[0].Message.AccountID; got != first {
+		if got := e.submit(textMsg(t, admit.Request{To: to}))[0].Message.AccountID; got != first {
 			t.Fatalf("message %d went to %s, owner is %s", i, got, first)
 		}
 	}
 	// A recipient with a message in flight on its owner does not move
 	// (TestUnknownOutcomeKeepsRecipientOnItsAccount); here all are out.
-	waitFor(t, "the owner done with the recipient", 10*time.Second, func() bool {
+	testwait.For(t, "the owner done with the recipient", 10*time.Second, func() bool {
 		return e.d.QueueDepth(first) == [3]int{} && e.d.AttemptsRunning(first) == 0
 	})
 	ctx := context.Background()
@@ -154,7 +155,7 @@ func TestRoutingIsStickyAndMovesOffDisabledAccounts(t *testing.T) {
 	if err := e.d.AccountChanged(ctx, acc); err != nil {
 		t.Fatal(err)
 	}
-	moved := e.submit(textMsg(t, outbound.Request{To: to}))[0].Message.AccountID
+	moved := e.submit(textMsg(t, admit.Request{To: to}))[0].Message.AccountID
 	if moved == first || moved == "" {
 		t.Fatalf("after disabling %s the recipient still goes to %q", first, moved)
 	}
@@ -168,7 +169,7 @@ func TestRoutingIsStickyAndMovesOffDisabledAccounts(t *testing.T) {
 	// New recipients avoid the disabled account.
 	used := map[string]int{}
 	for i := 0; i < 20; i++ {
-		used[e.submit(textMsg(t, outbound.Request{To: fmt.Sprintf("1555888%04d", i)}))[0].Message.AccountID]++
+		used[e.submit(textMsg(t, admit.Request{To: fmt.Sprintf("1555888%04d", i)}))[0].Message.AccountID]++
 	}
 	if used[first] != 0 {
 		t.Fatalf("new recipients routed to the disabled account: %v", used)
@@ -184,18 +185,18 @@ func TestPairLimitHoldsOnlyThatRecipient(t *testing.T) {
 	busy := "15556660000"
 	var toBusy []wamux.Message
 	for i := 1; i <= 3; i++ {
-		toBusy = append(toBusy, textMsg(t, outbound.Request{AccountID: "acc", ClientSeq: seqp(int64(i)), To: busy}))
+		toBusy = append(toBusy, textMsg(t, admit.Request{AccountID: "acc", ClientSeq: seqp(int64(i)), To: busy}))
 	}
 	e.submit(toBusy...)
-	waitFor(t, "a 131056", 10*time.Second, func() bool {
+	testwait.For(t, "a 131056", 10*time.Second, func() bool {
 		return metric(t, e, "wamux_provider_throttled_total", map[string]string{"code": "131056"}) >= 1
 	})
 	var others []wamux.Message
 	for i := 0; i < 20; i++ {
-		others = append(others, textMsg(t, outbound.Request{AccountID: "acc", To: fmt.Sprintf("1555666%04d", i+1)}))
+		others = append(others, textMsg(t, admit.Request{AccountID: "acc", To: fmt.Sprintf("1555666%04d", i+1)}))
 	}
 	e.submit(others...)
-	waitFor(t, "the other recipients' messages accepted", 10*time.Second, func() bool {
+	testwait.For(t, "the other recipients' messages accepted", 10*time.Second, func() bool {
 		for _, m := range others {
 			if e.status(m.ID) != wamux.StatusAccepted {
 				return false

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
-	"github.com/wamux/wamux/outbound"
+	"github.com/wamux/wamux/admit"
+	"github.com/wamux/wamux/internal/fakeclock"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/sim"
 	"github.com/wamux/wamux/store"
 )
@@ -37,7 +39,7 @@ func (p *pausedReceipts) MergePaused() bool {
 // not resend a message whose status it may hold. Once merging is back,
 // the status resolves it and nothing is sent again.
 func TestCompensationHoldsWhileMergingPaused(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	e := newEnv(t, envOpts{
 		clock:    clk,
 		simCfg:   sim.Config{Faults: sim.Faults{ServerErrorAfterAccept: 1}},
@@ -47,9 +49,9 @@ func TestCompensationHoldsWhileMergingPaused(t *testing.T) {
 	rp.paused.Store(true)
 	e.d.SetReceiptProgress(rp)
 	e.addAccount("acc", "3903", 100, 10, sim.Limits{Rate: 1000})
-	m := textMsg(t, outbound.Request{AccountID: "acc", To: "15553903001"})
+	m := textMsg(t, admit.Request{AccountID: "acc", To: "15553903001"})
 	e.submit(m)
-	waitFor(t, "message unknown", 10*time.Second, func() bool {
+	testwait.For(t, "message unknown", 10*time.Second, func() bool {
 		return e.status(m.ID) == wamux.StatusUnknown && e.d.AttemptsRunning("acc") == 0
 	})
 	e.d.Settle("acc")
@@ -61,7 +63,7 @@ func TestCompensationHoldsWhileMergingPaused(t *testing.T) {
 		looks := rp.looks.Load()
 		clk.Advance(time.Minute + time.Second)
 		e.d.Kick()
-		waitFor(t, "the compensator looked", 10*time.Second, func() bool {
+		testwait.For(t, "the compensator looked", 10*time.Second, func() bool {
 			return rp.looks.Load() > looks && e.d.AttemptsRunning("acc") == 0
 		})
 		e.d.Settle("acc")
@@ -77,7 +79,7 @@ func TestCompensationHoldsWhileMergingPaused(t *testing.T) {
 	}
 	rp.processed.Store(3)
 	rp.paused.Store(false)
-	waitFor(t, "compensation resolved", 10*time.Second, func() bool {
+	testwait.For(t, "compensation resolved", 10*time.Second, func() bool {
 		clk.Advance(time.Minute)
 		e.d.Kick()
 		return metric(t, e, "wamux_resends_total", map[string]string{"outcome": "resolved"}) == 1

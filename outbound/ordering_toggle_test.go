@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
-	"github.com/wamux/wamux/outbound"
+	"github.com/wamux/wamux/admit"
+	"github.com/wamux/wamux/internal/fakeclock"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/sim"
 )
 
@@ -17,11 +19,11 @@ import (
 // already delivered shows as a message never sent. A seq the off period jumped over and that arrives after ordering is on
 // again is out of order: it is held, not sent.
 func TestOrderingBackOnFollowsSeqsSentWhileOff(t *testing.T) {
-	clk := newFakeClock() // frozen: the gap timeout never runs out
+	clk := fakeclock.New() // frozen: the gap timeout never runs out
 	e := newEnv(t, envOpts{clock: clk})
 	e.addAccount("acc", "9501", 100, 100, sim.Limits{Rate: 1000})
 	m := func(seq int64) wamux.Message {
-		return textMsg(t, outbound.Request{AccountID: "acc", ClientSeq: seqp(seq), To: "15559500001"})
+		return textMsg(t, admit.Request{AccountID: "acc", ClientSeq: seqp(seq), To: "15559500001"})
 	}
 	ordering := func(on string) {
 		t.Helper()
@@ -42,7 +44,7 @@ func TestOrderingBackOnFollowsSeqsSentWhileOff(t *testing.T) {
 	e.waitAccepted(5, 10*time.Second)
 	four := m(4)
 	e.submit(four)
-	waitFor(t, "seq 4 held", 5*time.Second, func() bool { return e.status(four.ID) == wamux.StatusHeld })
+	testwait.For(t, "seq 4 held", 5*time.Second, func() bool { return e.status(four.ID) == wamux.StatusHeld })
 	if got := gaps(t, e); got != 0 {
 		t.Fatalf("gaps skipped = %v, want 0: nothing waited", got)
 	}
@@ -58,7 +60,7 @@ func TestOrderingBackOnFollowsSeqsSentWhileOff(t *testing.T) {
 	e.waitAccepted(8, 10*time.Second)
 	eight := m(8)
 	e.submit(eight)
-	waitFor(t, "seq 8 held", 5*time.Second, func() bool { return e.status(eight.ID) == wamux.StatusHeld })
+	testwait.For(t, "seq 8 held", 5*time.Second, func() bool { return e.status(eight.ID) == wamux.StatusHeld })
 	if got := gaps(t, e); got != 0 {
 		t.Fatalf("gaps skipped after the restart = %v, want 0: nothing waited", got)
 	}

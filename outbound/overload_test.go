@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
-	"github.com/wamux/wamux/outbound"
+	"github.com/wamux/wamux/admit"
+	"github.com/wamux/wamux/internal/fakeclock"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/sim"
 )
@@ -19,15 +21,15 @@ import (
 // like after a throttle (reference §2: "Treat any HTTP 429 or 503 without
 // a recognised code as a retryable throttle too").
 func TestBare503IsUnknownAndSlowsTheAccount(t *testing.T) {
-	clk := newFakeClock() // frozen: the quiet period never ends by itself
+	clk := fakeclock.New() // frozen: the quiet period never ends by itself
 	to := "15556500001"
 	bare503 := cloudapi.Classify(http.StatusServiceUnavailable, []byte("<html><body>Service Unavailable</body></html>"), http.Header{}, nil)
 	sp, wrap := newScripted(map[string]cloudapi.Result{to: bare503})
 	e := newEnv(t, envOpts{clock: clk, provider: wrap})
 	e.addAccount("acc", "6501", 100, 10, sim.Limits{Rate: 1000})
-	m := textMsg(t, outbound.Request{AccountID: "acc", To: to})
+	m := textMsg(t, admit.Request{AccountID: "acc", To: to})
 	e.submit(m)
-	waitFor(t, "the 503 handled", 10*time.Second, func() bool {
+	testwait.For(t, "the 503 handled", 10*time.Second, func() bool {
 		return sp.callsTo(to) == 1 && e.status(m.ID) == wamux.StatusUnknown
 	})
 	if lim := e.d.LimitState("acc"); lim.EffectiveRate >= lim.Rate {

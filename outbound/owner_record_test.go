@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
-	"github.com/wamux/wamux/outbound"
+	"github.com/wamux/wamux/admit"
+	"github.com/wamux/wamux/internal/fakeclock"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/store"
 )
@@ -45,7 +47,7 @@ func TestFailedOwnerWriteAfterMoveKeepsRecipientTogether(t *testing.T) {
 	fails := &ownerWriteFails{}
 	e, clk, first := spamCooledOwnerOn(t, to, "7301", "7302", fails.wrap)
 	fails.left.Store(1 << 40) // every owner write fails until the end
-	second := textMsg(t, outbound.Request{MsgID: "second", To: to})
+	second := textMsg(t, admit.Request{MsgID: "second", To: to})
 	r := e.submit(second)[0]
 	if r.Err != nil {
 		t.Fatalf("second message refused after its recipient moved: %v", r.Err)
@@ -58,12 +60,12 @@ func TestFailedOwnerWriteAfterMoveKeepsRecipientTogether(t *testing.T) {
 	}
 	clk.Advance(cloudapi.SpamCooldown + time.Second)
 	e.d.Kick()
-	waitFor(t, "a out of its cooldown", 10*time.Second, func() bool { return e.d.LimitState("a").State == wamux.AccountActive })
-	third := textMsg(t, outbound.Request{MsgID: "third", To: to})
+	testwait.For(t, "a out of its cooldown", 10*time.Second, func() bool { return e.d.LimitState("a").State == wamux.AccountActive })
+	third := textMsg(t, admit.Request{MsgID: "third", To: to})
 	if acc := e.submit(third)[0].Message.AccountID; acc != "b" {
 		t.Fatalf("third message routed to %s, want b, where the recipient's messages went", acc)
 	}
-	waitFor(t, "all three accepted", 10*time.Second, func() bool {
+	testwait.For(t, "all three accepted", 10*time.Second, func() bool {
 		return e.status(first.ID) == wamux.StatusAccepted && e.status(second.ID) == wamux.StatusAccepted && e.status(third.ID) == wamux.StatusAccepted
 	})
 	if got := simOrder(e, to); !slices.Equal(got, []string{"first", "second", "third"}) {
@@ -71,7 +73,7 @@ func TestFailedOwnerWriteAfterMoveKeepsRecipientTogether(t *testing.T) {
 	}
 	fails.left.Store(0)
 	e.d.Kick()
-	waitFor(t, "the owner stored once writes work again", 20*time.Second, func() bool {
+	testwait.For(t, "the owner stored once writes work again", 20*time.Second, func() bool {
 		o, err := e.store.GetOwner(context.Background(), to)
 		return err == nil && o == "b"
 	})
@@ -84,22 +86,22 @@ func TestFailedOwnerWriteAfterMoveKeepsRecipientTogether(t *testing.T) {
 // the owner lands in the store.
 func TestFailedOwnerWriteOffDisabledAccountIsRetried(t *testing.T) {
 	fails := &ownerWriteFails{}
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	e := newEnv(t, envOpts{clock: clk, wrapStore: fails.wrap})
 	to := "15557300002"
-	m1 := textMsg(t, outbound.Request{MsgID: "m1", To: to})
+	m1 := textMsg(t, admit.Request{MsgID: "m1", To: to})
 	queuedOnPausedPool(t, e, clk, m1)
 	fails.left.Store(1 << 40) // owner writes fail until the end
 	setState(t, e, "b", wamux.AccountActive)
 	setState(t, e, "a", wamux.AccountDisabled)
-	waitFor(t, "m1 moved to b", 10*time.Second, func() bool { return e.message(m1.ID).AccountID == "b" })
-	waitFor(t, "the owner write failed", 10*time.Second, func() bool { return fails.failed.Load() >= 1 })
+	testwait.For(t, "m1 moved to b", 10*time.Second, func() bool { return e.message(m1.ID).AccountID == "b" })
+	testwait.For(t, "the owner write failed", 10*time.Second, func() bool { return fails.failed.Load() >= 1 })
 	setState(t, e, "a", wamux.AccountActive)
-	m2 := textMsg(t, outbound.Request{MsgID: "m2", To: to})
+	m2 := textMsg(t, admit.Request{MsgID: "m2", To: to})
 	if acc := e.submit(m2)[0].Message.AccountID; acc != "b" {
 		t.Fatalf("m2 routed to %s, want b, where m1 went", acc)
 	}
-	waitFor(t, "both accepted", 10*time.Second, func() bool {
+	testwait.For(t, "both accepted", 10*time.Second, func() bool {
 		return e.status(m1.ID) == wamux.StatusAccepted && e.status(m2.ID) == wamux.StatusAccepted
 	})
 	if got := simOrder(e, to); !slices.Equal(got, []string{"m1", "m2"}) {
@@ -107,7 +109,7 @@ func TestFailedOwnerWriteOffDisabledAccountIsRetried(t *testing.T) {
 	}
 	fails.left.Store(0)
 	e.d.Kick()
-	waitFor(t, "the owner stored once writes work again", 20*time.Second, func() bool {
+	testwait.For(t, "the owner stored once writes work again", 20*time.Second, func() bool {
 		o, err := e.store.GetOwner(context.Background(), to)
 		return err == nil && o == "b"
 	})
@@ -122,12 +124,12 @@ func TestOwnerOwedWrittenWithoutNewMessage(t *testing.T) {
 	fails := &ownerWriteFails{}
 	e, _, _ := spamCooledOwnerOn(t, to, "7311", "7312", fails.wrap)
 	fails.left.Store(2) // the move's write and the first retry
-	second := textMsg(t, outbound.Request{MsgID: "second", To: to})
+	second := textMsg(t, admit.Request{MsgID: "second", To: to})
 	if r := e.submit(second)[0]; r.Err != nil || r.Message.AccountID != "b" {
 		t.Fatalf("second message: account %s, err %v; want b", r.Message.AccountID, r.Err)
 	}
 	e.d.Kick() // wakes the evacuators at once, instead of after their retry interval
-	waitFor(t, "the owner stored", 20*time.Second, func() bool {
+	testwait.For(t, "the owner stored", 20*time.Second, func() bool {
 		o, err := e.store.GetOwner(context.Background(), to)
 		return err == nil && o == "b"
 	})
@@ -139,10 +141,10 @@ func TestOwnerOwedWrittenWithoutNewMessage(t *testing.T) {
 // recipient's next message follows the stale owner a, and the customer
 // gets it before the older one waiting on b.
 func TestStartRepairsOwnerFromQueuedMessages(t *testing.T) {
-	clk := newFakeClock() // frozen: both accounts stay paused, nothing is sent
+	clk := fakeclock.New() // frozen: both accounts stay paused, nothing is sent
 	e := newEnv(t, envOpts{clock: clk})
 	to := "15557300004"
-	m1 := textMsg(t, outbound.Request{MsgID: "m1", To: to})
+	m1 := textMsg(t, admit.Request{MsgID: "m1", To: to})
 	queuedOnPausedPool(t, e, clk, m1)
 	e.stop()
 	ctx := context.Background()
@@ -162,7 +164,7 @@ func TestStartRepairsOwnerFromQueuedMessages(t *testing.T) {
 	if last := moves[len(moves)-1]; last.Reason != "restored" {
 		t.Fatalf("last owner move %+v, want reason restored", last)
 	}
-	m2 := textMsg(t, outbound.Request{MsgID: "m2", To: to})
+	m2 := textMsg(t, admit.Request{MsgID: "m2", To: to})
 	if acc := e.submit(m2)[0].Message.AccountID; acc != "b" {
 		t.Fatalf("m2 routed to %s, want b, behind m1", acc)
 	}

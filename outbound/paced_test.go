@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
-	"github.com/wamux/wamux/outbound"
+	"github.com/wamux/wamux/admit"
+	"github.com/wamux/wamux/internal/fakeclock"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/sim"
 )
 
@@ -60,7 +62,7 @@ func (b *logBuffer) pacedLines(t *testing.T) map[string]map[string]any {
 
 func templateMsg(t *testing.T, account, to string) wamux.Message {
 	t.Helper()
-	return textMsg(t, outbound.Request{AccountID: account, To: to, Type: "template",
+	return textMsg(t, admit.Request{AccountID: account, To: to, Type: "template",
 		Template: json.RawMessage(`{"name":"order_update","language":{"code":"en_US"}}`)})
 }
 
@@ -72,7 +74,7 @@ func templateMsg(t *testing.T, account, to string) wamux.Message {
 // pipeline, still resolve it to delivered. The text message beside them is
 // not paced and not counted.
 func TestPacedSendsCountedAndResolvedByLateStatuses(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	hook := &lateHandler{}
 	hs := httptest.NewServer(hook)
 	t.Cleanup(hs.Close)
@@ -87,11 +89,11 @@ func TestPacedSendsCountedAndResolvedByLateStatuses(t *testing.T) {
 	serveWebhooks(t, e, hook)()
 	e.addAccount("acc", "3901", 100, 10, sim.Limits{Rate: 1000})
 	tpls := []wamux.Message{templateMsg(t, "acc", "15553901001"), templateMsg(t, "acc", "15553901002"), templateMsg(t, "acc", "15553901003")}
-	txt := textMsg(t, outbound.Request{AccountID: "acc", To: "15553901004"})
+	txt := textMsg(t, admit.Request{AccountID: "acc", To: "15553901004"})
 	e.submit(append(tpls, txt)...)
 
 	all := append(append([]wamux.Message(nil), tpls...), txt)
-	waitFor(t, "every message delivered by its status webhooks", 10*time.Second, func() bool {
+	testwait.For(t, "every message delivered by its status webhooks", 10*time.Second, func() bool {
 		for _, m := range all {
 			if e.status(m.ID) != wamux.StatusDelivered {
 				return false
@@ -143,7 +145,7 @@ func TestPacedSendsCountedAndResolvedByLateStatuses(t *testing.T) {
 // unknown outcomes, and a paced send had a clear one. A message with an
 // unknown outcome on the same account shows that compensation did run.
 func TestPacedDroppedNotResent(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	e := newEnv(t, envOpts{
 		clock:    clk,
 		simCfg:   sim.Config{Faults: sim.Faults{Paced: 1, PacedDrop: 1}},
@@ -153,7 +155,7 @@ func TestPacedDroppedNotResent(t *testing.T) {
 	tpls := []wamux.Message{templateMsg(t, "acc", "15553902001"), templateMsg(t, "acc", "15553902002")}
 	e.submit(tpls...)
 	e.waitAccepted(2, 10*time.Second)
-	waitFor(t, "templates accepted", 10*time.Second, func() bool {
+	testwait.For(t, "templates accepted", 10*time.Second, func() bool {
 		return e.status(tpls[0].ID) == wamux.StatusAccepted && e.status(tpls[1].ID) == wamux.StatusAccepted
 	})
 	if got := metric(t, e, "wamux_sends_paced_total", map[string]string{"account": "acc"}); got != 2 {
@@ -165,13 +167,13 @@ func TestPacedDroppedNotResent(t *testing.T) {
 	if err := e.sim.SetFaults("3902", sim.Faults{ServerErrorAfterAccept: 1}); err != nil {
 		t.Fatal(err)
 	}
-	probe := textMsg(t, outbound.Request{AccountID: "acc", To: "15553902003"})
+	probe := textMsg(t, admit.Request{AccountID: "acc", To: "15553902003"})
 	e.submit(probe)
-	waitFor(t, "probe unknown", 10*time.Second, func() bool { return e.status(probe.ID) == wamux.StatusUnknown })
+	testwait.For(t, "probe unknown", 10*time.Second, func() bool { return e.status(probe.ID) == wamux.StatusUnknown })
 	if err := e.sim.SetFaults("3902", sim.Faults{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "probe resent and accepted", 10*time.Second, func() bool {
+	testwait.For(t, "probe resent and accepted", 10*time.Second, func() bool {
 		clk.Advance(time.Minute)
 		e.d.Kick()
 		return e.status(probe.ID) == wamux.StatusAccepted

@@ -5,7 +5,9 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
-	"github.com/wamux/wamux/outbound"
+	"github.com/wamux/wamux/admit"
+	"github.com/wamux/wamux/internal/fakeclock"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/sim"
 )
 
@@ -17,7 +19,7 @@ func settle(t *testing.T, e *env, acc string) {
 	for range 100 {
 		before := e.sim.Stats().Totals.Requests
 		e.d.Settle(acc)
-		waitFor(t, "the attempts done", 10*time.Second, func() bool { return e.d.AttemptsRunning(acc) == 0 })
+		testwait.For(t, "the attempts done", 10*time.Second, func() bool { return e.d.AttemptsRunning(acc) == 0 })
 		e.d.Settle(acc)
 		if e.d.AttemptsRunning(acc) == 0 && e.sim.Stats().Totals.Requests == before {
 			return
@@ -32,14 +34,14 @@ func settle(t *testing.T, e *env, acc string) {
 // three and, 18 s later, three more, without a single 131056. A token
 // bucket sent the 4th at 6 s, which Meta refuses.
 func TestPairBurstRespectsMetaBorrowing(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	e := newEnv(t, envOpts{clock: clk, simCfg: sim.Config{Clock: clk.Now},
 		settings: map[string]string{"pair_interval": "6s", "pair_burst": "3"}})
 	e.addAccount("acc", "4021", 100, 10, sim.Limits{Rate: 1000, PairInterval: 6 * time.Second, PairBurst: 3})
 	to := "15556670001"
 	var msgs []wamux.Message
 	for range 6 {
-		msgs = append(msgs, textMsg(t, outbound.Request{AccountID: "acc", To: to}))
+		msgs = append(msgs, textMsg(t, admit.Request{AccountID: "acc", To: to}))
 	}
 	e.submit(msgs...)
 	start := clk.Now()

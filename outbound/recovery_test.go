@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/admit"
+	"github.com/wamux/wamux/internal/fakeclock"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/outbound"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/sim"
@@ -28,12 +31,12 @@ func TestRestartMidStreamLosesAndDuplicatesNothing(t *testing.T) {
 	}
 	var msgs []wamux.Message
 	for i := 1; i <= n; i++ {
-		m := textMsg(t, outbound.Request{AccountID: "acc", ClientSeq: seqp(int64(i)), To: recipients[i%10]})
+		m := textMsg(t, admit.Request{AccountID: "acc", ClientSeq: seqp(int64(i)), To: recipients[i%10]})
 		seqOf[m.ID] = int64(i)
 		msgs = append(msgs, m)
 	}
 	e.submit(msgs...)
-	waitFor(t, "some messages sent", 20*time.Second, func() bool { return e.sim.Stats().Totals.Accepted >= 50 })
+	testwait.For(t, "some messages sent", 20*time.Second, func() bool { return e.sim.Stats().Totals.Accepted >= 50 })
 	e.stop()
 	sentBefore := e.sim.Stats().Totals.Accepted
 	if sentBefore >= n {
@@ -96,10 +99,10 @@ func TestUnknownOutcomeResentAfterQuietPeriod(t *testing.T) {
 		provider: func(outbound.Provider) outbound.Provider { return sp },
 	})
 	e.addAccount("acc", "3001", 100, 10, sim.Limits{Rate: 1000})
-	m := textMsg(t, outbound.Request{AccountID: "acc", To: "15552223333"})
+	m := textMsg(t, admit.Request{AccountID: "acc", To: "15552223333"})
 	e.submit(m)
-	waitFor(t, "message unknown", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusUnknown })
-	waitFor(t, "message accepted after resend", 20*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
+	testwait.For(t, "message unknown", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusUnknown })
+	testwait.For(t, "message accepted after resend", 20*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
 	if got := metric(t, e, "wamux_resends_total", map[string]string{"outcome": "resent"}); got != 1 {
 		t.Fatalf("resends = %v, want 1", got)
 	}
@@ -113,15 +116,17 @@ func TestUnknownOutcomeResentAfterQuietPeriod(t *testing.T) {
 // compensator adopts it and sends nothing again.
 func TestUnknownOutcomeResolvedByStatus(t *testing.T) {
 	sp := newSwitching(t)
+	clk := fakeclock.New()
 	e := newEnv(t, envOpts{
+		clock:    clk,
 		simCfg:   sim.Config{Faults: sim.Faults{SlowAccept: 1, SlowDelay: 600 * time.Millisecond}},
 		settings: map[string]string{"quiet_period": "1s"},
 		provider: func(outbound.Provider) outbound.Provider { return sp },
 	})
 	e.addAccount("acc", "3002", 100, 10, sim.Limits{Rate: 1000})
-	m := textMsg(t, outbound.Request{AccountID: "acc", To: "15552224444"})
+	m := textMsg(t, admit.Request{AccountID: "acc", To: "15552224444"})
 	e.submit(m)
-	waitFor(t, "message unknown", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusUnknown })
+	waitUnknown(t, e, "acc", m.ID)
 	e.waitAccepted(1, 10*time.Second)
 	wamid := e.sim.Messages("3002", "")[0].WAMID
 	// What the receipt pipeline does with a status whose callback data
@@ -131,7 +136,8 @@ func TestUnknownOutcomeResolvedByStatus(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("resolve: %v %v", ok, err)
 	}
-	waitFor(t, "compensation resolved", 10*time.Second, func() bool {
+	e.elapse(clk, time.Second)
+	testwait.For(t, "compensation resolved", 10*time.Second, func() bool {
 		return metric(t, e, "wamux_resends_total", map[string]string{"outcome": "resolved"}) == 1
 	})
 	if got := sp.calls.Load(); got != 1 {
@@ -149,7 +155,7 @@ func TestCrashLeavesSendingAsUnknown(t *testing.T) {
 	e := newEnv(t, envOpts{settings: map[string]string{"quiet_period": "200ms"}})
 	e.addAccount("acc", "3003", 100, 10, sim.Limits{Rate: 1000})
 	e.stop()
-	m := textMsg(t, outbound.Request{AccountID: "acc", To: "15552225555"})
+	m := textMsg(t, admit.Request{AccountID: "acc", To: "15552225555"})
 	m.AccountID = "acc"
 	ctx := context.Background()
 	if _, err := e.store.InsertMessages(ctx, []wamux.Message{m}); err != nil {
@@ -200,9 +206,9 @@ func TestStatusBeforeResponseIsApplied(t *testing.T) {
 	}})
 	ep.st = e.store
 	e.addAccount("acc", "3004", 100, 10, sim.Limits{Rate: 1000})
-	m := textMsg(t, outbound.Request{AccountID: "acc", To: "15552226666"})
+	m := textMsg(t, admit.Request{AccountID: "acc", To: "15552226666"})
 	e.submit(m)
-	waitFor(t, "early delivered status applied", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusDelivered })
+	testwait.For(t, "early delivered status applied", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusDelivered })
 }
 
 // lagging is a receipt pipeline that has received more than it processed.
@@ -225,7 +231,9 @@ func (l *lagging) Processed() int64 {
 // waits instead of resending; the status, once processed, resolves it.
 func TestCompensationWaitsForReceiptBacklog(t *testing.T) {
 	sp := newSwitching(t)
+	clk := fakeclock.New()
 	e := newEnv(t, envOpts{
+		clock:    clk,
 		simCfg:   sim.Config{Faults: sim.Faults{SlowAccept: 1, SlowDelay: 600 * time.Millisecond}},
 		settings: map[string]string{"quiet_period": "2s"},
 		provider: func(outbound.Provider) outbound.Provider { return sp },
@@ -235,16 +243,22 @@ func TestCompensationWaitsForReceiptBacklog(t *testing.T) {
 	lag.processed.Store(5)
 	e.d.SetReceiptProgress(lag)
 	e.addAccount("acc", "3005", 100, 10, sim.Limits{Rate: 1000})
-	m := textMsg(t, outbound.Request{AccountID: "acc", To: "15552227777"})
+	m := textMsg(t, admit.Request{AccountID: "acc", To: "15552227777"})
 	e.submit(m)
-	waitFor(t, "message unknown", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusUnknown })
-	select {
-	case <-lag.asked:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the compensator never asked how far the receipt pipeline is")
-	}
-	if got := sp.calls.Load(); got != 1 {
-		t.Fatalf("resent while receipts were still being processed: %d calls", got)
+	waitUnknown(t, e, "acc", m.ID)
+	// After the quiet period, and at each look while the backlog lasts
+	// (less than another quiet period), the compensator resends nothing.
+	for _, wait := range []time.Duration{2 * time.Second, 200 * time.Millisecond, time.Second} {
+		e.elapse(clk, wait)
+		select {
+		case <-lag.asked:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the compensator never asked how far the receipt pipeline is")
+		}
+		settle(t, e, "acc")
+		if got := sp.calls.Load(); got != 1 {
+			t.Fatalf("resent while receipts were still being processed: %d calls", got)
+		}
 	}
 	e.waitAccepted(1, 10*time.Second)
 	wamid := e.sim.Messages("3005", "")[0].WAMID
@@ -253,7 +267,8 @@ func TestCompensationWaitsForReceiptBacklog(t *testing.T) {
 		t.Fatalf("resolve: %v %v", ok, err)
 	}
 	lag.processed.Store(10)
-	waitFor(t, "compensation resolved", 10*time.Second, func() bool {
+	e.elapse(clk, 200*time.Millisecond)
+	testwait.For(t, "compensation resolved", 10*time.Second, func() bool {
 		return metric(t, e, "wamux_resends_total", map[string]string{"outcome": "resolved"}) == 1
 	})
 	if got := sp.calls.Load(); got != 1 || e.sim.Stats().Totals.Duplicates != 0 {

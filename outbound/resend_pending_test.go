@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/admit"
+	"github.com/wamux/wamux/internal/fakeclock"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/outbound"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/sim"
@@ -26,7 +29,7 @@ import (
 func TestLateStatusResolvesThrottledResend(t *testing.T) {
 	for _, prio := range []string{"P1", "P2"} {
 		t.Run(prio, func(t *testing.T) {
-			clk := newFakeClock()
+			clk := fakeclock.New()
 			hook := &lateHandler{}
 			hs := httptest.NewServer(hook)
 			t.Cleanup(hs.Close)
@@ -38,10 +41,10 @@ func TestLateStatusResolvesThrottledResend(t *testing.T) {
 			})
 			open := serveWebhooks(t, e, hook)
 			e.addAccount("acc", "3901", 100, 10, sim.Limits{Rate: 1000})
-			m := textMsg(t, outbound.Request{AccountID: "acc", Priority: prio, To: "15553901001"})
+			m := textMsg(t, admit.Request{AccountID: "acc", Priority: prio, To: "15553901001"})
 			e.submit(m)
 			// Its quiet period runs from when the worker has the answer.
-			waitFor(t, "message unknown", 10*time.Second, func() bool {
+			testwait.For(t, "message unknown", 10*time.Second, func() bool {
 				return e.status(m.ID) == wamux.StatusUnknown && e.d.AttemptsRunning("acc") == 0
 			})
 			e.d.Settle("acc")
@@ -51,7 +54,7 @@ func TestLateStatusResolvesThrottledResend(t *testing.T) {
 			}
 			clk.Advance(time.Minute + time.Second)
 			e.d.Kick()
-			waitFor(t, "the resend refused", 10*time.Second, func() bool {
+			testwait.For(t, "the resend refused", 10*time.Second, func() bool {
 				return e.sim.Stats().Totals.Requests == 2 && e.d.AttemptsRunning("acc") == 0
 			})
 			if err := e.sim.SetFaults("3901", sim.Faults{}); err != nil {
@@ -66,12 +69,12 @@ func TestLateStatusResolvesThrottledResend(t *testing.T) {
 			// The delivered state alone may be stored before the sent
 			// status that carries the msg_id has come: wait for the
 			// message itself.
-			waitFor(t, "the first send's statuses resolve the message", 10*time.Second, func() bool {
+			testwait.For(t, "the first send's statuses resolve the message", 10*time.Second, func() bool {
 				return e.status(m.ID) == wamux.StatusDelivered
 			})
 			// Let the throttle's wait and any cooldown pass, until the
 			// message is resolved or sent again.
-			waitFor(t, "the message resolved or resent", 10*time.Second, func() bool {
+			testwait.For(t, "the message resolved or resent", 10*time.Second, func() bool {
 				clk.Advance(time.Minute)
 				e.d.Kick()
 				st := e.status(m.ID)
@@ -137,24 +140,24 @@ func TestResendRefusedByDisableStaysOnItsNumber(t *testing.T) {
 		{Outcome: cloudapi.Unknown, Code: -1, Reason: "timeout"},
 		{Outcome: cloudapi.Disable, Code: 131031, HTTPStatus: 400, Reason: "131031: account locked"},
 	}}}
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	e := newEnv(t, envOpts{clock: clk, settings: map[string]string{"quiet_period": "10s"},
 		provider: func(base outbound.Provider) outbound.Provider { sp.base = base; return sp }})
 	e.addAccount("a", "8901", 100, 10, sim.Limits{Rate: 1000})
 	e.addAccount("b", "8902", 100, 10, sim.Limits{Rate: 1000})
 	coolDown(t, e, "b", clk.Now().Add(time.Hour)) // the recipient goes to a
-	m := textMsg(t, outbound.Request{MsgID: "first", To: to})
+	m := textMsg(t, admit.Request{MsgID: "first", To: to})
 	if acc := e.submit(m)[0].Message.AccountID; acc != "a" {
 		t.Fatalf("routed to %s, want a", acc)
 	}
-	waitFor(t, "first unknown", 10*time.Second, func() bool {
+	testwait.For(t, "first unknown", 10*time.Second, func() bool {
 		return e.status(m.ID) == wamux.StatusUnknown && e.d.AttemptsRunning("a") == 0
 	})
 	e.d.Settle("a")
 	setState(t, e, "b", wamux.AccountActive)
 	clk.Advance(11 * time.Second)
 	e.d.Kick()
-	waitFor(t, "the resend refused by disabling a", 10*time.Second, func() bool {
+	testwait.For(t, "the resend refused by disabling a", 10*time.Second, func() bool {
 		a, err := e.store.GetAccount(context.Background(), "a")
 		if err != nil {
 			t.Fatal(err)
@@ -170,7 +173,7 @@ func TestResendRefusedByDisableStaysOnItsNumber(t *testing.T) {
 		t.Fatalf("b sent %v: the resend must come from a's number", got)
 	}
 	setState(t, e, "a", wamux.AccountActive)
-	waitFor(t, "resent from a", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
+	testwait.For(t, "resent from a", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
 	if got := sentFrom(e, "8901", to); !slices.Equal(got, []string{"first"}) {
 		t.Fatalf("a sent %v, want [first]", got)
 	}

@@ -9,6 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/admit"
+	"github.com/wamux/wamux/internal/fakeclock"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/outbound"
 	"github.com/wamux/wamux/receipts"
 	"github.com/wamux/wamux/sim"
@@ -22,10 +25,10 @@ import (
 // compensator must not resend it: one call to the provider, no duplicate.
 func TestUnknownResolvedByWeakerCallbackStatus(t *testing.T) {
 	sp := newSwitching(t)
+	clk := fakeclock.New() // the quiet period ends when the test moves it
 	e := newEnv(t, envOpts{
-		simCfg: sim.Config{Faults: sim.Faults{SlowAccept: 1, SlowDelay: 600 * time.Millisecond}},
-		// Long enough for both receipts to be merged under -race on a
-		// loaded machine before the compensator decides.
+		clock:    clk,
+		simCfg:   sim.Config{Faults: sim.Faults{SlowAccept: 1, SlowDelay: 600 * time.Millisecond}},
 		settings: map[string]string{"quiet_period": "5s"},
 		provider: func(outbound.Provider) outbound.Provider { return sp },
 	})
@@ -40,9 +43,9 @@ func TestUnknownResolvedByWeakerCallbackStatus(t *testing.T) {
 	t.Cleanup(func() { p.Stop(context.Background()) })
 	e.d.SetReceiptProgress(p)
 	e.addAccount("acc", "3901", 100, 10, sim.Limits{Rate: 1000})
-	m := textMsg(t, outbound.Request{AccountID: "acc", To: "15552229999"})
+	m := textMsg(t, admit.Request{AccountID: "acc", To: "15552229999"})
 	e.submit(m)
-	waitFor(t, "message unknown", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusUnknown })
+	waitUnknown(t, e, "acc", m.ID)
 	e.waitAccepted(1, 10*time.Second)
 	wamid := e.sim.Messages("3901", "")[0].WAMID
 	now := time.Now()
@@ -65,7 +68,8 @@ func TestUnknownResolvedByWeakerCallbackStatus(t *testing.T) {
 	if err := p.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "compensation decided", 20*time.Second, func() bool {
+	e.elapse(clk, 5*time.Second)
+	testwait.For(t, "compensation decided", 20*time.Second, func() bool {
 		return metric(t, e, "wamux_resends_total", map[string]string{"outcome": "resolved"})+
 			metric(t, e, "wamux_resends_total", map[string]string{"outcome": "resent"}) >= 1
 	})
@@ -101,7 +105,9 @@ func TestUnknownResolvedByWebhookCopyOfAgentStatus(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			sp := newSwitching(t)
+			clk := fakeclock.New() // the quiet period ends when the test moves it
 			e := newEnv(t, envOpts{
+				clock:    clk,
 				simCfg:   sim.Config{Faults: sim.Faults{SlowAccept: 1, SlowDelay: 600 * time.Millisecond}},
 				settings: map[string]string{"quiet_period": "5s"},
 				provider: func(outbound.Provider) outbound.Provider { return sp },
@@ -118,9 +124,9 @@ func TestUnknownResolvedByWebhookCopyOfAgentStatus(t *testing.T) {
 			t.Cleanup(func() { p.Stop(context.Background()) })
 			e.d.SetReceiptProgress(p)
 			e.addAccount("acc", "3902", 100, 10, sim.Limits{Rate: 1000})
-			m := textMsg(t, outbound.Request{AccountID: "acc", To: "15552228888"})
+			m := textMsg(t, admit.Request{AccountID: "acc", To: "15552228888"})
 			e.submit(m)
-			waitFor(t, "message unknown", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusUnknown })
+			waitUnknown(t, e, "acc", m.ID)
 			e.waitAccepted(1, 10*time.Second)
 			wamid := e.sim.Messages("3902", "")[0].WAMID
 			agent := wamux.Receipt{AccountID: "acc", MessageID: wamid, Type: wamux.ReceiptDelivered, EventTime: time.Now()}
@@ -135,7 +141,8 @@ func TestUnknownResolvedByWebhookCopyOfAgentStatus(t *testing.T) {
 			webhook := agent
 			webhook.CallbackData = m.ID
 			ingestAndFlush(t, p, "webhook", webhook)
-			waitFor(t, "compensation decided", 20*time.Second, func() bool {
+			e.elapse(clk, 5*time.Second)
+			testwait.For(t, "compensation decided", 20*time.Second, func() bool {
 				return metric(t, e, "wamux_resends_total", map[string]string{"outcome": "resolved"})+
 					metric(t, e, "wamux_resends_total", map[string]string{"outcome": "resent"}) >= 1
 			})

@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/admit"
+	"github.com/wamux/wamux/internal/fakeclock"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/outbound"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/sim"
@@ -21,16 +24,12 @@ type recordingProvider struct {
 	firstUnknown bool
 	mu           sync.Mutex
 	calls        map[string]int
-	first        map[string]time.Time
 }
 
 func (p *recordingProvider) Send(ctx context.Context, dest cloudapi.Destination, msg wamux.Message) cloudapi.Result {
 	p.mu.Lock()
 	p.calls[msg.ID]++
 	n := p.calls[msg.ID]
-	if n == 1 && p.first != nil {
-		p.first[msg.ID] = time.Now()
-	}
 	p.mu.Unlock()
 	if p.firstUnknown && n == 1 {
 		return cloudapi.Result{Outcome: cloudapi.Unknown, Code: -1, Reason: "timeout"}
@@ -48,11 +47,13 @@ func (p *recordingProvider) count(id string) int {
 // messages to one recipient (client msg_ids "m-b", then "m-a"); the first
 // was with the provider when the process died. After the restart the
 // unknown one must wait the quiet period before compensation resends it,
-// wherever the store's order puts it (by msg_id "m-a" came first): it used
-// to get no quiet period and be resent right after "m-a" (sent twice).
+// wherever the store's order puts it (by msg_id "m-a" comes first), and
+// "m-a", queued behind it, waits too.
 func TestRestartKeepsQuietPeriodForUnknownBehindQueued(t *testing.T) {
 	var rp *recordingProvider
+	clk := fakeclock.New()
 	e := newEnv(t, envOpts{
+		clock:    clk,
 		settings: map[string]string{"quiet_period": "5s"},
 		provider: func(base outbound.Provider) outbound.Provider {
 			rp = &recordingProvider{inner: base, calls: map[string]int{}}
@@ -62,8 +63,8 @@ func TestRestartKeepsQuietPeriodForUnknownBehindQueued(t *testing.T) {
 	e.addAccount("acc", "9101", 100, 10, sim.Limits{Rate: 1000})
 	e.stop()
 	to := "15559990001"
-	b := textMsg(t, outbound.Request{MsgID: "m-b", AccountID: "acc", To: to})
-	a := textMsg(t, outbound.Request{MsgID: "m-a", AccountID: "acc", To: to})
+	b := textMsg(t, admit.Request{MsgID: "m-b", AccountID: "acc", To: to})
+	a := textMsg(t, admit.Request{MsgID: "m-a", AccountID: "acc", To: to})
 	ctx := context.Background()
 	if _, err := e.store.InsertMessages(ctx, []wamux.Message{b, a}); err != nil { // one batch, one created_at
 		t.Fatal(err)
@@ -73,18 +74,18 @@ func TestRestartKeepsQuietPeriodForUnknownBehindQueued(t *testing.T) {
 		Status: wamux.StatusSending, AttemptsDelta: 1}); !ok || err != nil {
 		t.Fatalf("mark sending: %v %v", ok, err)
 	}
-	rp.first = map[string]time.Time{}
-	started := time.Now()
 	e.start()
-	waitFor(t, "both accepted", 15*time.Second, func() bool {
+	for _, wait := range []time.Duration{0, 4900 * time.Millisecond} {
+		e.elapse(clk, wait)
+		settle(t, e, "acc")
+		if b, a := rp.count("m-b"), rp.count("m-a"); b != 0 || a != 0 {
+			t.Fatalf("%v after the restart, within the 5s quiet period, m-b was sent %d times and m-a %d", wait, b, a)
+		}
+	}
+	e.elapse(clk, 200*time.Millisecond)
+	testwait.For(t, "both accepted", 15*time.Second, func() bool {
 		return e.status("m-a") == wamux.StatusAccepted && e.status("m-b") == wamux.StatusAccepted
 	})
-	rp.mu.Lock()
-	resent := rp.first["m-b"].Sub(started)
-	rp.mu.Unlock()
-	if resent < 4900*time.Millisecond {
-		t.Fatalf("the unknown m-b was resent %v after the restart, before the 5s quiet period", resent.Round(time.Millisecond))
-	}
 }
 
 // TestP2ResendAfterUnknownIsNotLost: a P2 message's outcome is
@@ -95,7 +96,9 @@ func TestRestartKeepsQuietPeriodForUnknownBehindQueued(t *testing.T) {
 // be resent (a resend is not shed).
 func TestP2ResendAfterUnknownIsNotLost(t *testing.T) {
 	var rp *recordingProvider
+	clk := fakeclock.New()
 	e := newEnv(t, envOpts{
+		clock:    clk,
 		settings: map[string]string{"quiet_period": "1s", "p2_max_age": "1s"},
 		provider: func(base outbound.Provider) outbound.Provider {
 			rp = &recordingProvider{inner: base, firstUnknown: true, calls: map[string]int{}}
@@ -103,18 +106,17 @@ func TestP2ResendAfterUnknownIsNotLost(t *testing.T) {
 		},
 	})
 	e.addAccount("acc", "9102", 100, 10, sim.Limits{Rate: 1000})
-	m := textMsg(t, outbound.Request{AccountID: "acc", Priority: "P2", To: "15559990002"})
+	m := textMsg(t, admit.Request{AccountID: "acc", Priority: "P2", To: "15559990002"})
 	e.submit(m)
-	waitFor(t, "message unknown", 5*time.Second, func() bool { return e.status(m.ID) == wamux.StatusUnknown })
-	deadline := time.Now().Add(6 * time.Second)
-	for time.Now().Before(deadline) {
-		if st := e.status(m.ID); st != wamux.StatusUnknown {
-			return // resent (accepted), or given up with a final status: fine
-		}
-		time.Sleep(20 * time.Millisecond)
+	waitUnknown(t, e, "acc", m.ID)
+	// Past the quiet period and p2_max_age.
+	e.elapse(clk, 2*time.Second)
+	settle(t, e, "acc")
+	// Resent (accepted), or given up with a final status: fine.
+	if st := e.status(m.ID); st == wamux.StatusUnknown {
+		t.Fatalf("P2 message still %s after the quiet period, provider calls %d, queue depth %v: lost",
+			st, rp.count(m.ID), e.d.QueueDepth("acc"))
 	}
-	t.Fatalf("P2 message still %s 6s after the quiet period, provider calls %d, queue depth %v: lost",
-		e.status(m.ID), rp.count(m.ID), e.d.QueueDepth("acc"))
 }
 
 // TestRestoreEnqueuesReleasedOnce: a waiting_seq message that is
@@ -130,7 +132,7 @@ func TestRestoreEnqueuesReleasedOnce(t *testing.T) {
 	if _, err := e.store.UpdateAccount(ctx, "acc", store.AccountPatch{State: &off}); err != nil {
 		t.Fatal(err)
 	}
-	m := textMsg(t, outbound.Request{AccountID: "acc", ClientSeq: seqp(1), To: "15559990003"})
+	m := textMsg(t, admit.Request{AccountID: "acc", ClientSeq: seqp(1), To: "15559990003"})
 	if _, err := e.store.InsertMessages(ctx, []wamux.Message{m}); err != nil { // crash before intake
 		t.Fatal(err)
 	}
@@ -152,8 +154,8 @@ func TestRestoreKeepsSubmitOrderWithinABatch(t *testing.T) {
 	e.addAccount("acc", "9104", 100, 10, sim.Limits{Rate: 1000})
 	e.stop()
 	to := "15559990004"
-	z := textMsg(t, outbound.Request{MsgID: "m-z", AccountID: "acc", To: to})
-	y := textMsg(t, outbound.Request{MsgID: "m-y", AccountID: "acc", To: to})
+	z := textMsg(t, admit.Request{MsgID: "m-z", AccountID: "acc", To: to})
+	y := textMsg(t, admit.Request{MsgID: "m-y", AccountID: "acc", To: to})
 	if _, err := e.store.InsertMessages(context.Background(), []wamux.Message{z, y}); err != nil { // what Submit stores
 		t.Fatal(err)
 	}

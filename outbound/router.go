@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/admit"
 	"github.com/wamux/wamux/store"
 )
 
@@ -358,7 +359,7 @@ func movable(r *recipient) bool {
 		return false
 	}
 	for _, it := range r.msgs {
-		if it.state != itemQueued || !routed(it.msg) {
+		if it.state != itemQueued || !admit.Routed(it.msg) {
 			return false
 		}
 	}

@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
-	"github.com/wamux/wamux/outbound"
+	"github.com/wamux/wamux/admit"
+	"github.com/wamux/wamux/internal/fakeclock"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/sim"
 	"github.com/wamux/wamux/store/sqlite"
 )
@@ -36,27 +38,27 @@ func (e *env) reopen(fs *seqFailStore) {
 // the gap timeout: no seq is missing. The frozen clock never reaches the
 // gap timeout, so a wait for it shows as a message never sent.
 func TestSeqStepFailingUntilCrash(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	fs := &seqFailStore{}
 	e := newEnv(t, envOpts{clock: clk, wrapStore: fs.wrap})
 	e.addAccount("acc", "9611", 100, 100, sim.Limits{Rate: 1000})
 	const x, y = "15559610001", "15559610002"
 	seqOf := map[string]int64{}
 	m := func(seq int64, to string) wamux.Message {
-		msg := textMsg(t, outbound.Request{AccountID: "acc", ClientSeq: seqp(seq), To: to})
+		msg := textMsg(t, admit.Request{AccountID: "acc", ClientSeq: seqp(seq), To: to})
 		seqOf[msg.ID] = seq
 		return msg
 	}
 	fs.left.Store(1 << 30)
 	e.submit(m(1, x), m(2, x), m(3, y))
-	waitFor(t, "the sequencing step failing", 10*time.Second, func() bool { return fs.left.Load() < 1<<30 })
+	testwait.For(t, "the sequencing step failing", 10*time.Second, func() bool { return fs.left.Load() < 1<<30 })
 	e.stop() // its last try of the step fails too: the crash
 
 	fs.left.Store(0)
 	e.reopen(fs)
 	e.start()
 	e.submit(m(4, x))
-	waitFor(t, "every message accepted", 10*time.Second, func() bool {
+	testwait.For(t, "every message accepted", 10*time.Second, func() bool {
 		e.d.Kick()
 		for id := range seqOf {
 			if e.status(id) != wamux.StatusAccepted {
@@ -90,39 +92,39 @@ func TestSeqStepFailingUntilCrash(t *testing.T) {
 // store, so the next process finds 2 and 3 waiting behind 1 and sends
 // them in order, with no gap.
 func TestHeldSeqAfterUnstoredSkipStaysBehind(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	fs := &seqFailStore{}
 	e := newEnv(t, envOpts{clock: clk, wrapStore: fs.wrap})
 	e.addAccount("acc", "9612", 100, 100, sim.Limits{Rate: 1000})
 	const x = "15559620001"
 	seqOf := map[string]int64{}
 	m := func(seq int64) wamux.Message {
-		msg := textMsg(t, outbound.Request{AccountID: "acc", ClientSeq: seqp(seq), To: x})
+		msg := textMsg(t, admit.Request{AccountID: "acc", ClientSeq: seqp(seq), To: x})
 		seqOf[msg.ID] = seq
 		return msg
 	}
 	e.submit(m(1))
 	e.waitAccepted(1, 10*time.Second)
 	e.submit(m(3))
-	waitFor(t, "seq 3 waiting for 2", 10*time.Second, func() bool {
+	testwait.For(t, "seq 3 waiting for 2", 10*time.Second, func() bool {
 		return metric(t, e, "wamux_seq_waiting", map[string]string{"account": "acc"}) == 1
 	})
 
 	const failing = 1 << 30
 	fs.left.Store(failing)
 	clk.Advance(5 * time.Minute) // the gap timeout: 2 is skipped, 3 released
-	waitFor(t, "the skip's step failing", 10*time.Second, func() bool {
+	testwait.For(t, "the skip's step failing", 10*time.Second, func() bool {
 		e.d.Kick()
 		return fs.left.Load() < failing
 	})
 	e.submit(m(2))
-	waitFor(t, "the held step failing", 10*time.Second, func() bool { return fs.left.Load() < failing-1 })
+	testwait.For(t, "the held step failing", 10*time.Second, func() bool { return fs.left.Load() < failing-1 })
 	e.stop() // its last try of the step fails too: the crash
 
 	fs.left.Store(0)
 	e.reopen(fs)
 	e.start()
-	waitFor(t, "every message accepted", 10*time.Second, func() bool {
+	testwait.For(t, "every message accepted", 10*time.Second, func() bool {
 		e.d.Kick()
 		for id := range seqOf {
 			if e.status(id) != wamux.StatusAccepted {
@@ -149,16 +151,16 @@ func TestHeldSeqAfterUnstoredSkipStaysBehind(t *testing.T) {
 // nothing waiting and nothing queued that sends nothing. Once the step is
 // stored it is sent and the gauge is back to 0.
 func TestUnstoredSeqStepShownWaiting(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	fs := &seqFailStore{}
 	e := newEnv(t, envOpts{clock: clk, wrapStore: fs.wrap})
 	e.addAccount("acc", "9613", 100, 100, sim.Limits{Rate: 1000})
 	waiting := func() float64 { return metric(t, e, "wamux_seq_waiting", map[string]string{"account": "acc"}) }
 	fs.left.Store(1 << 30)
-	msg := textMsg(t, outbound.Request{AccountID: "acc", ClientSeq: seqp(1), To: "15559630001"})
+	msg := textMsg(t, admit.Request{AccountID: "acc", ClientSeq: seqp(1), To: "15559630001"})
 	e.submit(msg)
-	waitFor(t, "the sequencing step failing", 10*time.Second, func() bool { return fs.left.Load() < 1<<30 })
-	waitFor(t, "seq 1 counted waiting while its step is not stored", 10*time.Second, func() bool {
+	testwait.For(t, "the sequencing step failing", 10*time.Second, func() bool { return fs.left.Load() < 1<<30 })
+	testwait.For(t, "seq 1 counted waiting while its step is not stored", 10*time.Second, func() bool {
 		e.d.Kick()
 		return waiting() == 1
 	})
@@ -166,12 +168,12 @@ func TestUnstoredSeqStepShownWaiting(t *testing.T) {
 		t.Fatalf("status %s while the step is not stored, want waiting_seq", st)
 	}
 	fs.left.Store(0)
-	waitFor(t, "seq 1 accepted once its step is stored", 10*time.Second, func() bool {
+	testwait.For(t, "seq 1 accepted once its step is stored", 10*time.Second, func() bool {
 		clk.Advance(time.Second)
 		e.d.Kick()
 		return e.status(msg.ID) == wamux.StatusAccepted
 	})
-	waitFor(t, "nothing counted waiting", 10*time.Second, func() bool {
+	testwait.For(t, "nothing counted waiting", 10*time.Second, func() bool {
 		e.d.Kick()
 		return waiting() == 0
 	})

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
-	"github.com/wamux/wamux/outbound"
+	"github.com/wamux/wamux/admit"
+	"github.com/wamux/wamux/internal/fakeclock"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/sim"
 )
 
@@ -18,16 +20,16 @@ import (
 // finite bound: the p99 the dashboard and docs/metrics.md watch for
 // "near gap_timeout" could never show 5 minutes.
 func TestSeqWaitOfAGapTimeoutIsMeasured(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	e := newEnv(t, envOpts{clock: clk, settings: map[string]string{"gap_timeout": "5m"}})
 	e.addAccount("acc", "9602", 100, 100, sim.Limits{Rate: 1000})
 	m := func(seq int64) wamux.Message {
-		return textMsg(t, outbound.Request{AccountID: "acc", ClientSeq: seqp(seq), To: "15559600002"})
+		return textMsg(t, admit.Request{AccountID: "acc", ClientSeq: seqp(seq), To: "15559600002"})
 	}
 	waitOut := func(seq int64, gap time.Duration, accepted int64) {
 		t.Helper()
 		e.submit(m(seq)) // seq-1 never comes
-		waitFor(t, "the message waiting", 5*time.Second, func() bool {
+		testwait.For(t, "the message waiting", 5*time.Second, func() bool {
 			return metric(t, e, "wamux_seq_waiting", map[string]string{"account": "acc"}) == 1
 		})
 		clk.Advance(gap + time.Second)

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
-	"github.com/wamux/wamux/outbound"
+	"github.com/wamux/wamux/admit"
+	"github.com/wamux/wamux/internal/fakeclock"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/sim"
 	"github.com/wamux/wamux/store"
 )
@@ -37,17 +39,17 @@ func (s *seqFailStore) ApplySeq(ctx context.Context, st store.SeqState, updates 
 // there) for a seq already sent, and then counted it as a skipped gap.
 // The worker must write the step again, and send seq 1 once it has.
 func TestFailedSeqStepIsStoredLater(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	fs := &seqFailStore{}
 	e := newEnv(t, envOpts{clock: clk, wrapStore: fs.wrap})
 	e.addAccount("acc", "9601", 100, 100, sim.Limits{Rate: 1000})
 	m := func(seq int64) wamux.Message {
-		return textMsg(t, outbound.Request{AccountID: "acc", ClientSeq: seqp(seq), To: "15559600001"})
+		return textMsg(t, admit.Request{AccountID: "acc", ClientSeq: seqp(seq), To: "15559600001"})
 	}
 	ctx := context.Background()
 	fs.left.Store(1)
 	e.submit(m(1))
-	waitFor(t, "the failed sequencing step stored again", 10*time.Second, func() bool {
+	testwait.For(t, "the failed sequencing step stored again", 10*time.Second, func() bool {
 		// Past the worker's wait before it tries again, however late
 		// the failure came.
 		clk.Advance(2 * time.Second)

@@ -11,8 +11,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/admit"
 	"github.com/wamux/wamux/httpapi"
-	"github.com/wamux/wamux/outbound"
+	"github.com/wamux/wamux/internal/fakeclock"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/receipts"
 	"github.com/wamux/wamux/sim"
 )
@@ -69,7 +71,7 @@ func TestServerErrorAfterAcceptResolvedByWebhook(t *testing.T) {
 		openFirst bool
 	}{{"StatusAfterUnknown", false}, {"WebhooksFromStart", true}} {
 		t.Run(c.name, func(t *testing.T) {
-			clk := newFakeClock()
+			clk := fakeclock.New()
 			hook := &lateHandler{}
 			hs := httptest.NewServer(hook)
 			t.Cleanup(hs.Close)
@@ -84,18 +86,18 @@ func TestServerErrorAfterAcceptResolvedByWebhook(t *testing.T) {
 				open()
 			}
 			e.addAccount("acc", "3801", 100, 10, sim.Limits{Rate: 1000})
-			m := textMsg(t, outbound.Request{AccountID: "acc", To: "15553801001"})
+			m := textMsg(t, admit.Request{AccountID: "acc", To: "15553801001"})
 			e.submit(m)
 			if !c.openFirst {
-				waitFor(t, "message unknown", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusUnknown })
+				testwait.For(t, "message unknown", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusUnknown })
 				open()
 			}
-			waitFor(t, "the message delivered by its status webhooks", 10*time.Second, func() bool {
+			testwait.For(t, "the message delivered by its status webhooks", 10*time.Second, func() bool {
 				return e.status(m.ID) == wamux.StatusDelivered
 			})
 			// Now let the quiet period pass, until the compensator has
 			// decided (or has sent it again).
-			waitFor(t, "compensation decided", 10*time.Second, func() bool {
+			testwait.For(t, "compensation decided", 10*time.Second, func() bool {
 				clk.Advance(time.Minute)
 				e.d.Kick()
 				return metric(t, e, "wamux_resends_total", map[string]string{"outcome": "resolved"})+
@@ -128,16 +130,16 @@ func TestServerErrorAfterAcceptResolvedByWebhook(t *testing.T) {
 // resent once with the same msg_id and counted; the simulator, which had
 // accepted the first, records the resend as a duplicate.
 func TestServerErrorAfterAcceptResentAfterQuietPeriod(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	e := newEnv(t, envOpts{
 		clock:    clk,
 		simCfg:   sim.Config{Faults: sim.Faults{ServerErrorAfterAccept: 1}},
 		settings: map[string]string{"quiet_period": "1m"},
 	})
 	e.addAccount("acc", "3802", 100, 10, sim.Limits{Rate: 1000})
-	m := textMsg(t, outbound.Request{AccountID: "acc", To: "15553802001"})
+	m := textMsg(t, admit.Request{AccountID: "acc", To: "15553802001"})
 	e.submit(m)
-	waitFor(t, "message unknown", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusUnknown })
+	testwait.For(t, "message unknown", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusUnknown })
 	if n := e.sim.Stats().Totals.Requests; n != 1 {
 		t.Fatalf("sim requests %d before the quiet period passed, want 1", n)
 	}
@@ -145,7 +147,7 @@ func TestServerErrorAfterAcceptResentAfterQuietPeriod(t *testing.T) {
 	if err := e.sim.SetFaults("3802", sim.Faults{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "message accepted after the resend", 10*time.Second, func() bool {
+	testwait.For(t, "message accepted after the resend", 10*time.Second, func() bool {
 		clk.Advance(time.Minute)
 		e.d.Kick()
 		return e.status(m.ID) == wamux.StatusAccepted

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/admit"
+	"github.com/wamux/wamux/internal/fakeclock"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/outbound"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/sim"
@@ -80,9 +83,9 @@ func TestAcceptedOutcomeRecordedAfterStoreFailures(t *testing.T) {
 	fs := &flakyStore{}
 	e := storeFailureEnv(t, fs, envOpts{})
 	fs.failNext(3, false, to(wamux.StatusAccepted))
-	m := textMsg(t, outbound.Request{AccountID: "acc", To: "15559200001"})
+	m := textMsg(t, admit.Request{AccountID: "acc", To: "15559200001"})
 	e.submit(m)
-	waitFor(t, "the accepted outcome stored", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
+	testwait.For(t, "the accepted outcome stored", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
 	got, err := e.store.GetMessage(context.Background(), m.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -108,9 +111,9 @@ func TestPermanentOutcomeRecordedAfterStoreFailures(t *testing.T) {
 	})
 	e := storeFailureEnv(t, fs, envOpts{provider: wrap})
 	fs.failNext(3, false, to(wamux.StatusFailed))
-	m := textMsg(t, outbound.Request{AccountID: "acc", To: recipient})
+	m := textMsg(t, admit.Request{AccountID: "acc", To: recipient})
 	e.submit(m)
-	waitFor(t, "the failure stored", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusFailed })
+	testwait.For(t, "the failure stored", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusFailed })
 	if n := sp.callsTo(recipient); n != 1 {
 		t.Fatalf("provider called %d times, want 1", n)
 	}
@@ -128,9 +131,9 @@ func TestRetryAfterFailedRequeueWrite(t *testing.T) {
 	})
 	e := storeFailureEnv(t, fs, envOpts{provider: wrap})
 	fs.failNext(3, false, to(wamux.StatusQueued))
-	m := textMsg(t, outbound.Request{AccountID: "acc", To: recipient})
+	m := textMsg(t, admit.Request{AccountID: "acc", To: recipient})
 	e.submit(m)
-	waitFor(t, "the retry accepted", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
+	testwait.For(t, "the retry accepted", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
 	if n := sp.callsTo(recipient); n != 2 {
 		t.Fatalf("provider called %d times, want 2 (the refusal, then the retry)", n)
 	}
@@ -151,9 +154,9 @@ func TestUnknownOutcomeCompensatedAfterFailedWrite(t *testing.T) {
 		},
 	})
 	fs.failNext(3, false, to(wamux.StatusUnknown))
-	m := textMsg(t, outbound.Request{AccountID: "acc", To: "15559200004"})
+	m := textMsg(t, admit.Request{AccountID: "acc", To: "15559200004"})
 	e.submit(m)
-	waitFor(t, "the resend accepted", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
+	testwait.For(t, "the resend accepted", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
 	if n := rp.count(m.ID); n != 2 {
 		t.Fatalf("provider called %d times, want 2 (the unknown attempt, then one resend)", n)
 	}
@@ -170,9 +173,9 @@ func TestSendingWriteCommittedDespiteError(t *testing.T) {
 	fs := &flakyStore{}
 	e := storeFailureEnv(t, fs, envOpts{})
 	fs.failNext(1, true, to(wamux.StatusSending))
-	m := textMsg(t, outbound.Request{AccountID: "acc", To: "15559200005"})
+	m := textMsg(t, admit.Request{AccountID: "acc", To: "15559200005"})
 	e.submit(m)
-	waitFor(t, "the message accepted", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
+	testwait.For(t, "the message accepted", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
 	if st := e.sim.Stats().Totals; st.Requests != 1 || st.Duplicates != 0 {
 		t.Fatalf("provider saw %d requests, %d duplicates; want 1 and 0", st.Requests, st.Duplicates)
 	}
@@ -190,21 +193,21 @@ func TestSendingWriteCommittedDespiteError(t *testing.T) {
 // from there, not wait for the account to be enabled again.
 func TestUnmarkedSendingMovesOffDisabledAccount(t *testing.T) {
 	fs := &flakyStore{}
-	clk := newFakeClock() // frozen: the retry on a never comes due
+	clk := fakeclock.New() // frozen: the retry on a never comes due
 	e := newEnv(t, envOpts{clock: clk, wrapStore: fs.wrap})
 	e.addAccount("a", "9211", 100, 10, sim.Limits{Rate: 1000})
 	e.addAccount("b", "9212", 100, 10, sim.Limits{Rate: 1000})
 	fs.failNext(1, true, to(wamux.StatusSending))
 	to := "15559210001"
-	m := textMsg(t, outbound.Request{MsgID: "m", To: to})
+	m := textMsg(t, admit.Request{MsgID: "m", To: to})
 	if acc := e.submit(m)[0].Message.AccountID; acc != "a" {
 		t.Fatalf("routed to %s, want a (equal ratios, smallest id)", acc)
 	}
-	waitFor(t, "the sending write failed", 10*time.Second, func() bool {
+	testwait.For(t, "the sending write failed", 10*time.Second, func() bool {
 		return fs.failed.Load() == 1 && e.d.AttemptsRunning("a") == 0
 	})
 	setState(t, e, "a", wamux.AccountDisabled)
-	waitFor(t, "the message accepted", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
+	testwait.For(t, "the message accepted", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
 	if got := sentFrom(e, "9212", to); !slices.Equal(got, []string{"m"}) {
 		t.Fatalf("b sent %v, want [m]", got)
 	}
@@ -221,9 +224,9 @@ func TestStoreOutageAtStopLeavesUnknownForRestart(t *testing.T) {
 	fs := &flakyStore{}
 	e := storeFailureEnv(t, fs, envOpts{settings: map[string]string{"quiet_period": "200ms"}})
 	fs.failNext(1<<30, false, to(wamux.StatusAccepted))
-	m := textMsg(t, outbound.Request{AccountID: "acc", To: "15559200006"})
+	m := textMsg(t, admit.Request{AccountID: "acc", To: "15559200006"})
 	e.submit(m)
-	waitFor(t, "the accepted write failing", 10*time.Second, func() bool { return fs.failed.Load() >= 1 })
+	testwait.For(t, "the accepted write failing", 10*time.Second, func() bool { return fs.failed.Load() >= 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	_ = e.d.Stop(ctx) // cut short by the outage: expected
@@ -235,7 +238,7 @@ func TestStoreOutageAtStopLeavesUnknownForRestart(t *testing.T) {
 	if st := e.status(m.ID); st != wamux.StatusUnknown {
 		t.Fatalf("after the restart status %s, want unknown", st)
 	}
-	waitFor(t, "the resend accepted", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
+	testwait.For(t, "the resend accepted", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
 	if got := metric(t, e, "wamux_resends_total", map[string]string{"outcome": "resent"}); got != 1 {
 		t.Fatalf("resends = %v, want 1", got)
 	}

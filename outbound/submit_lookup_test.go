@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/admit"
 	"github.com/wamux/wamux/outbound"
 	"github.com/wamux/wamux/sim"
 	"github.com/wamux/wamux/store"
@@ -78,7 +79,7 @@ func routedBatch(t *testing.T, n int) []wamux.Message {
 	t.Helper()
 	msgs := make([]wamux.Message, n)
 	for i := range msgs {
-		msgs[i] = textMsg(t, outbound.Request{MsgID: fmt.Sprintf("lookup-%03d", i), To: fmt.Sprintf("1555950%04d", i)})
+		msgs[i] = textMsg(t, admit.Request{MsgID: fmt.Sprintf("lookup-%03d", i), To: fmt.Sprintf("1555950%04d", i)})
 	}
 	return msgs
 }
@@ -132,15 +133,15 @@ func TestSubmitLooksUpARoutedBatchOnce(t *testing.T) {
 // an account_id is not looked up (the store's insert decides it).
 func TestSubmitBatchLookupKeepsPerMessageOutcomes(t *testing.T) {
 	e, counting := newCountingEnv(t)
-	stored := textMsg(t, outbound.Request{MsgID: "mix-stored", To: "15559510001"})
+	stored := textMsg(t, admit.Request{MsgID: "mix-stored", To: "15559510001"})
 	e.submit(stored)
 	first, err := e.store.GetMessage(context.Background(), stored.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	changed := textMsg(t, outbound.Request{MsgID: "mix-stored", To: "15559510001", Type: "text", Text: []byte(`{"body":"other"}`)})
-	fresh := textMsg(t, outbound.Request{MsgID: "mix-new", To: "15559510002"})
-	direct := textMsg(t, outbound.Request{MsgID: "mix-direct", AccountID: "b", To: "15559510003"})
+	changed := textMsg(t, admit.Request{MsgID: "mix-stored", To: "15559510001", Type: "text", Text: []byte(`{"body":"other"}`)})
+	fresh := textMsg(t, admit.Request{MsgID: "mix-new", To: "15559510002"})
+	direct := textMsg(t, admit.Request{MsgID: "mix-direct", AccountID: "b", To: "15559510003"})
 
 	res, reads := submitCounted(t, e, counting, []wamux.Message{stored, changed, fresh, fresh, direct})
 	if reads != 1 {
@@ -170,7 +171,7 @@ func TestSubmitBatchLookupKeepsPerMessageOutcomes(t *testing.T) {
 func TestSubmitFailedLookupFailsOnlyRoutedMessages(t *testing.T) {
 	e, counting := newCountingEnv(t)
 	counting.failReads.Store(true)
-	batch := append(routedBatch(t, 3), textMsg(t, outbound.Request{MsgID: "fail-direct", AccountID: "a", To: "15559520001"}))
+	batch := append(routedBatch(t, 3), textMsg(t, admit.Request{MsgID: "fail-direct", AccountID: "a", To: "15559520001"}))
 	res, _ := submitCounted(t, e, counting, batch)
 	for i, r := range res[:3] {
 		if r.Err == nil || !strings.Contains(r.Err.Error(), "look up msg_id") || !strings.Contains(r.Err.Error(), "store unreachable") {

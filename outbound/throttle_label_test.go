@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wamux/wamux/outbound"
+	"github.com/wamux/wamux/admit"
+	"github.com/wamux/wamux/internal/fakeclock"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/sim"
 )
@@ -15,7 +17,7 @@ import (
 // Meta's) are counted under code "other", so a provider cannot grow the
 // throttle metric by one series per code it sends.
 func TestUnlistedThrottleCodeCountedAsOther(t *testing.T) {
-	clk := newFakeClock() // frozen: the refused messages are not sent again
+	clk := fakeclock.New() // frozen: the refused messages are not sent again
 	body := []byte(`{"error":{"message":"slow down","type":"OAuthException","code":987654}}`)
 	sp, wrap := newScripted(map[string]cloudapi.Result{
 		"15556600001": cloudapi.Classify(http.StatusTooManyRequests, body, http.Header{}, nil),
@@ -23,8 +25,8 @@ func TestUnlistedThrottleCodeCountedAsOther(t *testing.T) {
 	})
 	e := newEnv(t, envOpts{clock: clk, provider: wrap})
 	e.addAccount("acc", "6601", 100, 10, sim.Limits{Rate: 1000})
-	e.submit(textMsg(t, outbound.Request{AccountID: "acc", To: "15556600001"}),
-		textMsg(t, outbound.Request{AccountID: "acc", To: "15556600002"}))
+	e.submit(textMsg(t, admit.Request{AccountID: "acc", To: "15556600001"}),
+		textMsg(t, admit.Request{AccountID: "acc", To: "15556600002"}))
 	throttled := func(code string) float64 {
 		want := map[string]string{"account": "acc"}
 		if code != "" {
@@ -32,7 +34,7 @@ func TestUnlistedThrottleCodeCountedAsOther(t *testing.T) {
 		}
 		return metric(t, e, "wamux_provider_throttled_total", want)
 	}
-	waitFor(t, "both refusals counted", 10*time.Second, func() bool {
+	testwait.For(t, "both refusals counted", 10*time.Second, func() bool {
 		return sp.callsTo("15556600001") == 1 && sp.callsTo("15556600002") == 1 && throttled("") == 2
 	})
 	if got := throttled("other"); got != 2 {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/admit"
 	"github.com/wamux/wamux/ratelimit"
 	"github.com/wamux/wamux/sequence"
 	"github.com/wamux/wamux/settings"
@@ -215,7 +216,7 @@ func (w *worker) restore(ctx context.Context) error {
 	sortForQueue(queued)
 	seen := map[string]bool{}
 	for _, m := range queued {
-		if routed(m) && !seen[m.To] {
+		if admit.Routed(m) && !seen[m.To] {
 			seen[m.To] = true
 			w.restoredTos = append(w.restoredTos, m.To)
 		}

@@ -1,4 +1,4 @@
-package outbound
+package admit
 
 import (
 	"encoding/json"
@@ -18,36 +18,36 @@ func text(body string) json.RawMessage {
 }
 
 func TestAdmitDerivesMsgID(t *testing.T) {
-	m, err := Admit(Request{BizType: "order", AccountID: "acme", ClientSeq: seq(7), To: "15551234567", Type: "text", Text: text("hi")})
+	m, err := Message(Request{BizType: "order", AccountID: "acme", ClientSeq: seq(7), To: "15551234567", Type: "text", Text: text("hi")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m.ID != wamux.DeriveMsgID("order", "acme", 7) || m.Status != wamux.StatusWaitingSeq || m.Priority != wamux.P1 {
 		t.Fatalf("admitted %+v", m)
 	}
-	m2, err := Admit(Request{BizType: "order", To: "15551234567", Type: "text", Text: text("hi")})
+	m2, err := Message(Request{BizType: "order", To: "15551234567", Type: "text", Text: text("hi")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if u, err := uuid.Parse(m2.ID); err != nil || u.Version() != 7 || m2.Status != wamux.StatusQueued {
 		t.Fatalf("without client_seq: id %q status %s", m2.ID, m2.Status)
 	}
-	m3, _ := Admit(Request{MsgID: "client-42", BizType: "order", AccountID: "acme", ClientSeq: seq(7), To: "15551234567", Type: "text", Text: text("hi")})
+	m3, _ := Message(Request{MsgID: "client-42", BizType: "order", AccountID: "acme", ClientSeq: seq(7), To: "15551234567", Type: "text", Text: text("hi")})
 	if m3.ID != "client-42" {
 		t.Fatalf("the client's msg_id was not kept: %q", m3.ID)
 	}
 }
 
 func TestContentHashIsCanonical(t *testing.T) {
-	a, _ := Admit(Request{BizType: "b", To: "15551234567", Type: "template",
+	a, _ := Message(Request{BizType: "b", To: "15551234567", Type: "template",
 		Template: json.RawMessage(`{"name":"n","language":{"code":"en"},"components":[{"type":"body","parameters":[{"type":"text","text":"x"}]}]}`)})
-	b, _ := Admit(Request{BizType: "b", To: "15551234567", Type: "template",
+	b, _ := Message(Request{BizType: "b", To: "15551234567", Type: "template",
 		Template: json.RawMessage(`{ "language": {"code":"en"}, "components": [ {"parameters":[{"text":"x","type":"text"}], "type":"body"} ], "name":"n" }`)})
 	if a.ContentHash == "" || a.ContentHash != b.ContentHash {
 		t.Fatalf("same template, other spelling: %s vs %s", a.ContentHash, b.ContentHash)
 	}
 	base := Request{BizType: "b", AccountID: "acc", ClientSeq: seq(1), To: "15551234567", Type: "text", Text: text("x")}
-	ref, _ := Admit(base)
+	ref, _ := Message(base)
 	variants := []func(r *Request){
 		func(r *Request) { r.Text = text("y") },
 		func(r *Request) { r.To = "15551234568" },
@@ -57,7 +57,7 @@ func TestContentHashIsCanonical(t *testing.T) {
 	for i, change := range variants {
 		r := base
 		change(&r)
-		m, err := Admit(r)
+		m, err := Message(r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +85,7 @@ func TestAdmitRejects(t *testing.T) {
 		"unknown type":        func(r *Request) { r.Type = "carrier-pigeon" },
 		"text missing":        func(r *Request) { r.Text = nil },
 		"text empty body":     func(r *Request) { r.Text = text("") },
-		"text too long":       func(r *Request) { r.Text = text(strings.Repeat("é", MaxTextBody+1)) },
+		"text too long":       func(r *Request) { r.Text = text(strings.Repeat("é", maxTextBody+1)) },
 		"text unknown field":  func(r *Request) { r.Text = json.RawMessage(`{"body":"x","bold":true}`) },
 		"text and template":   func(r *Request) { r.Template = json.RawMessage(`{"name":"n","language":{"code":"en"}}`) },
 		"template without name": func(r *Request) {
@@ -99,17 +99,17 @@ func TestAdmitRejects(t *testing.T) {
 	for name, change := range cases {
 		r := ok
 		change(&r)
-		if _, err := Admit(r); wamux.ErrorCode(err) != wamux.EInvalid {
+		if _, err := Message(r); wamux.ErrorCode(err) != wamux.EInvalid {
 			t.Errorf("%s: err = %v, want invalid", name, err)
 		}
 	}
-	if _, err := Admit(ok); err != nil {
+	if _, err := Message(ok); err != nil {
 		t.Fatalf("the valid base request was refused: %v", err)
 	}
 }
 
 // FuzzAdmit feeds arbitrary JSON through the decoding the API does and then
-// Admit: it must never panic, and whatever it admits must be well-formed.
+// Message: it must never panic, and whatever it admits must be well-formed.
 func FuzzAdmit(f *testing.F) {
 	f.Add([]byte(`{"biz_type":"b","to":"15551234567","type":"text","text":{"body":"hi"}}`))
 	f.Add([]byte(`{"biz_type":"b","account_id":"a","client_seq":3,"to":"15551234567","type":"template","template":{"name":"n","language":{"code":"en"},"components":[]}}`))
@@ -119,7 +119,7 @@ func FuzzAdmit(f *testing.F) {
 		if json.Unmarshal(raw, &req) != nil {
 			return
 		}
-		m, err := Admit(req)
+		m, err := Message(req)
 		if err != nil {
 			if wamux.ErrorCode(err) != wamux.EInvalid {
 				t.Fatalf("non-invalid error %v", err)

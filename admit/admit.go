@@ -1,8 +1,7 @@
-// Package outbound turns submitted messages into accepted sends: admission
-// (validation, msg_id, content fingerprint), routing of recipients to
-// accounts, and the dispatcher that sends each message once, in order,
-// within every account's limits.
-package outbound
+// Package admit checks a message as a client submits it and builds the
+// message the gateway stores: validated fields, canonical payload, msg_id
+// and content fingerprint.
+package admit
 
 import (
 	"bytes"
@@ -20,9 +19,9 @@ import (
 // Limits on what a message may carry. The Cloud API caps a text body at
 // 4,096 characters; a template object beyond 64 KiB is certainly a mistake.
 const (
-	MaxTextBody       = 4096
-	MaxTemplateBytes  = 64 << 10
-	MaxClientSeq      = 1<<53 - 1 // exact in every JSON client
+	maxTextBody       = 4096
+	maxTemplateBytes  = 64 << 10
+	maxClientSeq      = 1<<53 - 1 // exact in every JSON client
 	maxMsgIDLength    = 128
 	maxBizTypeLength  = 64
 	maxAccountIDBytes = 64
@@ -65,11 +64,11 @@ type templateLang struct {
 	Policy string `json:"policy,omitempty"`
 }
 
-// Admit validates a request and builds the message it describes, with its
-// msg_id and content fingerprint. It does not route: AccountID is the
+// Message validates a request and builds the message it describes, with
+// its msg_id and content fingerprint. It does not route: AccountID is the
 // client's and may be empty. Every failure is an EInvalid with a message
 // that names the field.
-func Admit(req Request) (wamux.Message, error) {
+func Message(req Request) (wamux.Message, error) {
 	m := wamux.Message{
 		BizType:   req.BizType,
 		AccountID: req.AccountID,
@@ -95,8 +94,8 @@ func Admit(req Request) (wamux.Message, error) {
 		switch {
 		case req.AccountID == "":
 			return m, invalid("client_seq requires account_id: a sequence is kept per account")
-		case *req.ClientSeq < 1 || *req.ClientSeq > MaxClientSeq:
-			return m, invalid("client_seq must be a whole number from 1 to " + strconv.FormatInt(MaxClientSeq, 10))
+		case *req.ClientSeq < 1 || *req.ClientSeq > maxClientSeq:
+			return m, invalid("client_seq must be a whole number from 1 to " + strconv.FormatInt(maxClientSeq, 10))
 		}
 		m.ClientSeq = *req.ClientSeq
 	}
@@ -150,8 +149,8 @@ func admitPayload(req Request) ([]byte, error) {
 		if t.Body == "" {
 			return nil, invalid("text.body is required")
 		}
-		if utf8.RuneCountInString(t.Body) > MaxTextBody {
-			return nil, invalid("text.body exceeds " + strconv.Itoa(MaxTextBody) + " characters")
+		if utf8.RuneCountInString(t.Body) > maxTextBody {
+			return nil, invalid("text.body exceeds " + strconv.Itoa(maxTextBody) + " characters")
 		}
 		return json.Marshal(t)
 	case "template":
@@ -161,8 +160,8 @@ func admitPayload(req Request) ([]byte, error) {
 		if !present(req.Template) {
 			return nil, invalid("template is required for type template")
 		}
-		if len(req.Template) > MaxTemplateBytes {
-			return nil, invalid("template exceeds " + strconv.Itoa(MaxTemplateBytes) + " bytes")
+		if len(req.Template) > maxTemplateBytes {
+			return nil, invalid("template exceeds " + strconv.Itoa(maxTemplateBytes) + " bytes")
 		}
 		var t templatePayload
 		if err := strictUnmarshal(req.Template, &t); err != nil {
@@ -217,11 +216,11 @@ func contentHash(m wamux.Message) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// routed reports whether the gateway chose m's account: the client sent no
+// Routed reports whether the gateway chose m's account: the client sent no
 // account_id, and the fingerprint of what it asked for covers that empty
 // account_id, not the one routing filled in. A message with a client_seq
 // names its account.
-func routed(m wamux.Message) bool {
+func Routed(m wamux.Message) bool {
 	if m.ClientSeq > 0 {
 		return false
 	}

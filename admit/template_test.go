@@ -1,4 +1,4 @@
-package outbound
+package admit
 
 import (
 	"encoding/json"
@@ -16,7 +16,7 @@ import (
 func TestTemplateWithoutComponentsIsOneContent(t *testing.T) {
 	admit := func(tpl string) wamux.Message {
 		t.Helper()
-		m, err := Admit(Request{MsgID: "t1", BizType: "b", To: "15551234567", Type: "template", Template: json.RawMessage(tpl)})
+		m, err := Message(Request{MsgID: "t1", BizType: "b", To: "15551234567", Type: "template", Template: json.RawMessage(tpl)})
 		if err != nil {
 			t.Fatalf("%s: %v", tpl, err)
 		}
@@ -46,22 +46,22 @@ func TestTemplateBlankNameOrLanguageRefused(t *testing.T) {
 		`{"name":" ","language":{"code":"en"}}`,
 		`{"name":"n","language":{"code":"\t"}}`,
 	} {
-		_, err := Admit(Request{BizType: "b", To: "15551234567", Type: "template", Template: json.RawMessage(tpl)})
+		_, err := Message(Request{BizType: "b", To: "15551234567", Type: "template", Template: json.RawMessage(tpl)})
 		if wamux.ErrorCode(err) != wamux.EInvalid || !strings.Contains(wamux.ErrorMessage(err), "template.") {
 			t.Errorf("%s: err = %v, want invalid naming the field", tpl, err)
 		}
 	}
 }
 
-// TestClientSeqBeyondMaxNamesTheBound: a client_seq above MaxClientSeq is
+// TestClientSeqBeyondMaxNamesTheBound: a client_seq above maxClientSeq is
 // refused with a message that says so; ">= 1" alone misleads a client
 // whose seq is 2^53.
 func TestClientSeqBeyondMaxNamesTheBound(t *testing.T) {
-	_, err := Admit(Request{BizType: "b", AccountID: "acc", ClientSeq: seq(MaxClientSeq + 1), To: "15551234567", Type: "text", Text: text("x")})
+	_, err := Message(Request{BizType: "b", AccountID: "acc", ClientSeq: seq(maxClientSeq + 1), To: "15551234567", Type: "text", Text: text("x")})
 	if wamux.ErrorCode(err) != wamux.EInvalid || !strings.Contains(wamux.ErrorMessage(err), "9007199254740991") {
 		t.Fatalf("err = %v, want invalid naming the upper bound", err)
 	}
-	if _, err := Admit(Request{BizType: "b", AccountID: "acc", ClientSeq: seq(MaxClientSeq), To: "15551234567", Type: "text", Text: text("x")}); err != nil {
-		t.Fatalf("MaxClientSeq refused: %v", err)
+	if _, err := Message(Request{BizType: "b", AccountID: "acc", ClientSeq: seq(maxClientSeq), To: "15551234567", Type: "text", Text: text("x")}); err != nil {
+		t.Fatalf("maxClientSeq refused: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package outbound
+package admit
 
 import (
 	"encoding/json"
@@ -15,11 +15,11 @@ func TestTemplateNumbersKeptExactly(t *testing.T) {
 	tpl := func(n string) json.RawMessage {
 		return json.RawMessage(`{"name":"n","language":{"code":"en"},"components":[{"type":"body","parameters":[{"type":"text","text":"x","n":` + n + `}]}]}`)
 	}
-	a, err := Admit(Request{BizType: "b", To: "15551234567", Type: "template", Template: tpl("9007199254740993")})
+	a, err := Message(Request{BizType: "b", To: "15551234567", Type: "template", Template: tpl("9007199254740993")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Admit(Request{BizType: "b", To: "15551234567", Type: "template", Template: tpl("9007199254740992")})
+	b, err := Message(Request{BizType: "b", To: "15551234567", Type: "template", Template: tpl("9007199254740992")})
 	if err != nil {
 		t.Fatal(err)
 	}
