@@ -500,12 +500,55 @@ type SubmitResult struct {
 // whole, in which case nothing was acknowledged.
 func (d *Dispatcher) Submit(ctx context.Context, msgs []wamux.Message) ([]SubmitResult, error) {
 	results := make([]SubmitResult, len(msgs))
-	var toInsert []wamux.Message
-	var idx []int
+	b := d.routeBatch(ctx, msgs, results)
+	defer func() { d.arrived(b.routedTo) }()
+	if len(b.toInsert) == 0 {
+		return results, nil
+	}
+	ins, err := d.store.InsertMessages(ctx, b.toInsert)
+	if err != nil {
+		return nil, fmt.Errorf("outbound: store messages: %w", err)
+	}
+	now := d.clock.Now()
+	var fresh []wamux.Message
+	for j, r := range ins {
+		i := b.idx[j]
+		switch r.Outcome {
+		case store.Inserted:
+			m := b.toInsert[j]
+			m.CreatedAt, m.UpdatedAt = now, now
+			results[i].Message = m
+			fresh = append(fresh, m)
+			d.metrics.submitted.WithLabelValues(m.Priority.String()).Inc()
+		case store.Duplicate:
+			results[i].Message, results[i].Duplicate = *r.Existing, true
+			d.metrics.duplicates.Inc()
+		case store.Conflict:
+			results[i].Err = conflictError(b.toInsert[j], r.Existing)
+		}
+	}
+	for _, m := range fresh {
+		if w, ok := d.worker(m.AccountID); ok {
+			w.submit(m)
+		}
+	}
+	return results, nil
+}
+
+// routedBatch is a batch with an account for each message to store.
+type routedBatch struct {
+	toInsert []wamux.Message
+	idx      []int    // toInsert[j] is msgs[idx[j]]
+	routedTo []string // recipients of the messages route counted in transit
+}
+
+// routeBatch gives each message an account (the client's, or route's)
+// and answers in results the ones that need no insert: an error, or a
+// msg_id already stored. The caller ends the transit of routedTo.
+func (d *Dispatcher) routeBatch(ctx context.Context, msgs []wamux.Message, results []SubmitResult) routedBatch {
+	var b routedBatch
 	planned := map[string]int{}      // messages of this batch per account, not yet charged
 	routedIDs := map[string]string{} // msg_id → account, for repeats inside the batch
-	var routedTo []string            // recipients of the messages route counted in transit
-	defer func() { d.arrived(routedTo) }()
 	stored, lookupErr := d.storedForRouting(ctx, msgs)
 	for i, m := range msgs {
 		if m.AccountID != "" {
@@ -520,7 +563,7 @@ func (d *Dispatcher) Submit(ctx context.Context, msgs []wamux.Message) ([]Submit
 				// The store finds it a duplicate or a conflict; it
 				// takes no routing and no share of the plan.
 				routed.AccountID = acc
-				toInsert, idx = append(toInsert, routed), append(idx, i)
+				b.toInsert, b.idx = append(b.toInsert, routed), append(b.idx, i)
 				continue
 			}
 			if res, ok := d.storedResult(m, stored, lookupErr); ok {
@@ -532,45 +575,14 @@ func (d *Dispatcher) Submit(ctx context.Context, msgs []wamux.Message) ([]Submit
 				results[i].Err = err
 				continue
 			}
-			routedTo = append(routedTo, m.To)
+			b.routedTo = append(b.routedTo, m.To)
 			routed.AccountID = acc
 			routedIDs[m.ID] = acc
 		}
 		planned[routed.AccountID]++
-		toInsert = append(toInsert, routed)
-		idx = append(idx, i)
+		b.toInsert, b.idx = append(b.toInsert, routed), append(b.idx, i)
 	}
-	if len(toInsert) == 0 {
-		return results, nil
-	}
-	ins, err := d.store.InsertMessages(ctx, toInsert)
-	if err != nil {
-		return nil, fmt.Errorf("outbound: store messages: %w", err)
-	}
-	now := d.clock.Now()
-	var fresh []wamux.Message
-	for j, r := range ins {
-		i := idx[j]
-		switch r.Outcome {
-		case store.Inserted:
-			m := toInsert[j]
-			m.CreatedAt, m.UpdatedAt = now, now
-			results[i].Message = m
-			fresh = append(fresh, m)
-			d.metrics.submitted.WithLabelValues(m.Priority.String()).Inc()
-		case store.Duplicate:
-			results[i].Message, results[i].Duplicate = *r.Existing, true
-			d.metrics.duplicates.Inc()
-		case store.Conflict:
-			results[i].Err = conflictError(toInsert[j], r.Existing)
-		}
-	}
-	for _, m := range fresh {
-		if w, ok := d.worker(m.AccountID); ok {
-			w.submit(m)
-		}
-	}
-	return results, nil
+	return b
 }
 
 // arrived ends the transit of routed messages (route counted them): they

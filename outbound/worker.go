@@ -167,41 +167,15 @@ func bg() (context.Context, context.CancelFunc) {
 
 // restore rebuilds the account's reorder buffer and queue from the store.
 func (w *worker) restore(ctx context.Context) error {
-	st := w.d.store
-	seq, err := st.GetSeq(ctx, w.id)
+	ready, err := w.restoreSeq(ctx)
 	if err != nil {
 		return err
 	}
-	waiting, err := st.ListMessages(ctx, store.MessageFilter{AccountID: w.id, Statuses: []wamux.Status{wamux.StatusWaitingSeq}, Limit: 1 << 30})
+	queued, err := w.d.store.ListMessages(ctx, store.MessageFilter{AccountID: w.id, Statuses: []wamux.Status{wamux.StatusQueued, wamux.StatusUnknown}, Limit: 1 << 30})
 	if err != nil {
 		return err
 	}
-	pending := make([]sequence.Pending[wamux.Message], 0, len(waiting))
-	for _, m := range waiting {
-		pending = append(pending, sequence.Pending[wamux.Message]{Seq: m.ClientSeq, Item: m, Since: m.CreatedAt})
-	}
-	buf, restored, err := sequence.RestoreBuffer(seq, pending, sequence.DefaultMaxSkipped)
-	if err != nil {
-		return err
-	}
-	w.buf = buf
-	var releasedNow []wamux.Message
-	for _, e := range restored.Released {
-		releasedNow = append(releasedNow, e.Item)
-	}
-	var held []wamux.Message
-	for _, r := range restored.Rejected {
-		// A waiting message below NextSeq: its seq was skipped before the
-		// restart (the store's unique (account, seq) rules out a release).
-		held = append(held, r.Item)
-	}
-	ready := w.persistSeq(releasedNow, held, len(restored.Released) > 0)
-
-	queued, err := st.ListMessages(ctx, store.MessageFilter{AccountID: w.id, Statuses: []wamux.Status{wamux.StatusQueued, wamux.StatusUnknown}, Limit: 1 << 30})
-	if err != nil {
-		return err
-	}
-	// What persistSeq stored as queued the list above holds already
+	// What restoreSeq stored as queued the list above holds already
 	// (unless a status changed in between); what it could not store
 	// waits in unstored for its write.
 	listed := make(map[string]bool, len(queued))
@@ -221,31 +195,70 @@ func (w *worker) restore(ctx context.Context) error {
 			w.restoredTos = append(w.restoredTos, m.To)
 		}
 	}
+	w.queueRestored(queued)
+	w.publishDepth()
+	return nil
+}
+
+// restoreSeq rebuilds the reorder buffer from the stored sequence state
+// and the waiting messages, and returns the messages it released.
+func (w *worker) restoreSeq(ctx context.Context) ([]wamux.Message, error) {
+	st := w.d.store
+	seq, err := st.GetSeq(ctx, w.id)
+	if err != nil {
+		return nil, err
+	}
+	waiting, err := st.ListMessages(ctx, store.MessageFilter{AccountID: w.id, Statuses: []wamux.Status{wamux.StatusWaitingSeq}, Limit: 1 << 30})
+	if err != nil {
+		return nil, err
+	}
+	pending := make([]sequence.Pending[wamux.Message], 0, len(waiting))
+	for _, m := range waiting {
+		pending = append(pending, sequence.Pending[wamux.Message]{Seq: m.ClientSeq, Item: m, Since: m.CreatedAt})
+	}
+	buf, restored, err := sequence.RestoreBuffer(seq, pending, sequence.DefaultMaxSkipped)
+	if err != nil {
+		return nil, err
+	}
+	w.buf = buf
+	var releasedNow []wamux.Message
+	for _, e := range restored.Released {
+		releasedNow = append(releasedNow, e.Item)
+	}
+	var held []wamux.Message
+	for _, r := range restored.Rejected {
+		// A waiting message below NextSeq: its seq was skipped before the
+		// restart (the store's unique (account, seq) rules out a release).
+		held = append(held, r.Item)
+	}
+	return w.persistSeq(releasedNow, held, len(restored.Released) > 0), nil
+}
+
+// queueRestored queues recovered messages in their order. The stored
+// attempts are those that count against max_attempts (requeue gives a
+// throttle's back): the count and the backoff go on from there. A message
+// of unknown outcome gives the provider's statuses the quiet period to
+// resolve it before the compensator looks.
+func (w *worker) queueRestored(queued []wamux.Message) {
 	now := w.d.clock.Now()
 	quiet := w.d.settings.Current().QuietPeriod
 	for _, m := range queued {
-		// The stored attempts are those that count against max_attempts
-		// (requeue gives a throttle's back): the count and the backoff go
-		// on from there instead of starting again at every restart.
 		it := &item{msg: m, enqueued: m.CreatedAt, retries: m.Attempts}
 		if m.Status == wamux.StatusUnknown {
 			it.state, it.counted = itemUnknown, true
 			w.unknownN++
 		}
 		w.q.push(it, now)
-		if it.state == itemUnknown {
-			// Give the provider's status webhooks the quiet period to
-			// resolve it before the compensator looks.
-			r := w.q.byTo[m.To]
-			if r.heapIndex < 0 && len(r.msgs) == 1 {
-				w.q.ready[m.Priority] = removeRecipient(w.q.ready[m.Priority], r)
-				r.notBefore = now.Add(quiet)
-				w.q.schedule(r, now)
-			}
+		if it.state != itemUnknown {
+			continue
+		}
+		r := w.q.byTo[m.To]
+		if r.heapIndex < 0 && len(r.msgs) == 1 {
+			w.q.ready[m.Priority] = removeRecipient(w.q.ready[m.Priority], r)
+			r.notBefore = now.Add(quiet)
+			w.q.schedule(r, now)
 		}
 	}
-	w.publishDepth()
-	return nil
 }
 
 func removeRecipient(list []*recipient, r *recipient) []*recipient {
@@ -374,17 +387,24 @@ func (w *worker) intake() {
 		// What waited goes out before what arrives now.
 		w.flushWaiting(s)
 	}
-	var toQueue, held []wamux.Message
-	seqChanged := false
+	toQueue, held, seqChanged := w.sequence(inbox, now, s.Ordering)
+	ready := w.persistSeq(toQueue, held, seqChanged)
+	w.enqueue(append(ready, released...), now, s.P2MaxDepth)
+}
+
+// sequence takes new messages through the reorder buffer: toQueue are
+// those that may go out now, in order, held those whose seq came too late;
+// seqChanged says the buffer's state moved. With ordering off, a message
+// passes at once and the buffer only learns its seq.
+func (w *worker) sequence(inbox []wamux.Message, now time.Time, ordering bool) (toQueue, held []wamux.Message, seqChanged bool) {
 	for _, m := range inbox {
 		if m.ClientSeq == 0 {
 			toQueue = append(toQueue, m)
 			continue
 		}
-		if !s.Ordering {
-			// Dedup only: it goes out now, and the buffer learns so, or
-			// once ordering is on again the next seq would wait the gap
-			// timeout for this one.
+		if !ordering {
+			// The buffer learns the seq, or once ordering is on again
+			// the next seq would wait the gap timeout for this one.
 			passed, err := w.buf.Pass(now, m.ClientSeq)
 			if err != nil {
 				w.d.log.Error("reorder buffer refused a passing message", "account_id", w.id, "msg_id", m.ID, "err", err)
@@ -409,8 +429,7 @@ func (w *worker) intake() {
 			held = append(held, m)
 		}
 	}
-	ready := w.persistSeq(toQueue, held, seqChanged)
-	w.enqueue(append(ready, released...), now, s.P2MaxDepth)
+	return toQueue, held, seqChanged
 }
 
 // expire skips gaps older than gap_timeout and returns when the next one
@@ -585,44 +604,57 @@ func (w *worker) dispatch() time.Time {
 			if w.inflight >= maxIn {
 				return next
 			}
-			r := w.q.ready[p][0]
-			it := r.head()
-			// Only a queued item may be shed: one of unknown outcome
-			// (unknown or resend) is stored unknown, which shedding
-			// cannot record; compensation decides it.
-			if it.msg.Priority == wamux.P2 && it.state == itemQueued && now.Sub(it.enqueued) > s.P2MaxAge {
-				w.q.popReady(p)
-				r.pop()
-				w.q.removed(it)
-				w.shed(it.msg, "age")
-				w.q.schedule(r, now)
-				continue
+			wait, blocked := w.startHead(p, now, s, gate)
+			next = earliest(next, wait)
+			if blocked {
+				return next
 			}
-			if it.state == itemUnknown {
-				w.q.popReady(p)
-				w.launch(r, it, w.compensate)
-				continue
-			}
-			adm, err := gate.Admit(context.Background(), w.id, r.to)
-			if err != nil {
-				w.d.log.Error("rate limiter", "account_id", w.id, "err", err)
-				return earliest(next, now.Add(time.Second))
-			}
-			if adm.PairLimited {
-				w.q.popReady(p)
-				r.notBefore = now.Add(adm.Wait)
-				w.q.schedule(r, now)
-				next = earliest(next, r.notBefore)
-				continue
-			}
-			if !adm.OK {
-				return earliest(next, now.Add(adm.Wait))
-			}
-			w.q.popReady(p)
-			w.launch(r, it, w.send)
 		}
 	}
 	return next
+}
+
+// startHead takes the first ready recipient of priority p and starts what
+// its head message needs: shed (P2 too old), compensation (unknown
+// outcome) or a send, when the limits allow. blocked says the account's
+// bucket (or the limiter) stops every send now, the recipient staying
+// first in line; wait is when to look again (zero: no need).
+func (w *worker) startHead(p int, now time.Time, s settings.Values, gate ratelimit.Gate) (wait time.Time, blocked bool) {
+	r := w.q.ready[p][0]
+	it := r.head()
+	// Only a queued item may be shed: one of unknown outcome (unknown or
+	// resend) is stored unknown, which shedding cannot record;
+	// compensation decides it.
+	if it.msg.Priority == wamux.P2 && it.state == itemQueued && now.Sub(it.enqueued) > s.P2MaxAge {
+		w.q.popReady(p)
+		r.pop()
+		w.q.removed(it)
+		w.shed(it.msg, "age")
+		w.q.schedule(r, now)
+		return time.Time{}, false
+	}
+	if it.state == itemUnknown {
+		w.q.popReady(p)
+		w.launch(r, it, w.compensate)
+		return time.Time{}, false
+	}
+	adm, err := gate.Admit(context.Background(), w.id, r.to)
+	if err != nil {
+		w.d.log.Error("rate limiter", "account_id", w.id, "err", err)
+		return now.Add(time.Second), true
+	}
+	if adm.PairLimited {
+		w.q.popReady(p)
+		r.notBefore = now.Add(adm.Wait)
+		w.q.schedule(r, now)
+		return r.notBefore, false
+	}
+	if !adm.OK {
+		return now.Add(adm.Wait), true
+	}
+	w.q.popReady(p)
+	w.launch(r, it, w.send)
+	return time.Time{}, false
 }
 
 // maxInflight is how many provider calls the account may have running:
