@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/internal/testwait"
 )
 
 func openInternal(t testing.TB) *Store {
@@ -249,9 +249,8 @@ func TestCallerCanceledWhileQueued(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- s.PutSettings(ctx, map[string]string{"queued": "v"}) }()
-	for len(s.reqs) == 0 { // the request is queued once it sits in the channel
-		runtime.Gosched()
-	}
+	// The request is queued once it sits in the channel.
+	testwait.For(t, "the request to queue", 10*time.Second, func() bool { return len(s.reqs) > 0 })
 	cancel()
 	release()
 	if err := <-blockerDone; err != nil {
