@@ -28,18 +28,6 @@ const (
 	itemResend
 )
 
-func (s itemState) String() string {
-	switch s {
-	case itemQueued:
-		return "queued"
-	case itemUnknown:
-		return "unknown"
-	case itemResend:
-		return "resend"
-	}
-	return "invalid"
-}
-
 // stored is the status the store holds for a message in this state.
 func (s itemState) stored() wamux.Status {
 	if s == itemQueued {

@@ -93,7 +93,9 @@ func newSwitching(t *testing.T) *switchingProvider {
 // same msg_id once after the quiet period and counts it.
 func TestUnknownOutcomeResentAfterQuietPeriod(t *testing.T) {
 	sp := newSwitching(t)
+	clk := fakeclock.New()
 	e := newEnv(t, envOpts{
+		clock:    clk,
 		simCfg:   sim.Config{Faults: sim.Faults{SlowAccept: 1, SlowDelay: 600 * time.Millisecond}},
 		settings: map[string]string{"quiet_period": "300ms"},
 		provider: func(outbound.Provider) outbound.Provider { return sp },
@@ -101,7 +103,8 @@ func TestUnknownOutcomeResentAfterQuietPeriod(t *testing.T) {
 	e.addAccount("acc", "3001", 100, 10, sim.Limits{Rate: 1000})
 	m := textMsg(t, admit.Request{AccountID: "acc", To: "15552223333"})
 	e.submit(m)
-	testwait.For(t, "message unknown", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusUnknown })
+	waitUnknown(t, e, "acc", m.ID)
+	e.elapse(clk, 300*time.Millisecond)
 	testwait.For(t, "message accepted after resend", 20*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
 	if got := metric(t, e, "wamux_resends_total", map[string]string{"outcome": "resent"}); got != 1 {
 		t.Fatalf("resends = %v, want 1", got)

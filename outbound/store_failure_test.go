@@ -171,10 +171,16 @@ func TestUnknownOutcomeCompensatedAfterFailedWrite(t *testing.T) {
 // instead of queued.
 func TestSendingWriteCommittedDespiteError(t *testing.T) {
 	fs := &flakyStore{}
-	e := storeFailureEnv(t, fs, envOpts{})
+	clk := fakeclock.New() // the retry after the failed write comes when the test moves it
+	e := storeFailureEnv(t, fs, envOpts{clock: clk})
 	fs.failNext(1, true, to(wamux.StatusSending))
 	m := textMsg(t, admit.Request{AccountID: "acc", To: "15559200005"})
 	e.submit(m)
+	testwait.For(t, "the sending write failed and answered", 10*time.Second, func() bool {
+		return fs.failed.Load() == 1 && e.d.AttemptsRunning("acc") == 0
+	})
+	e.d.Settle("acc")
+	e.elapse(clk, time.Second)
 	testwait.For(t, "the message accepted", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusAccepted })
 	if st := e.sim.Stats().Totals; st.Requests != 1 || st.Duplicates != 0 {
 		t.Fatalf("provider saw %d requests, %d duplicates; want 1 and 0", st.Requests, st.Duplicates)

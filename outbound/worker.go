@@ -25,6 +25,8 @@ type worker struct {
 	d  *Dispatcher
 	id string
 
+	// Lock order: see Dispatcher.routeMu (mu comes after the
+	// Dispatcher's locks; cooldownMu is taken with no other held).
 	mu        sync.Mutex // guards the fields below, shared with API calls
 	account   wamux.Account
 	inbox     []wamux.Message // admitted, not yet sequenced
@@ -40,10 +42,8 @@ type worker struct {
 	exited   chan struct{}      // closed when run returns
 
 	// cooldownMu orders the account's cooldown writes to the store
-	// (storeCooldown, for a throttle or an operator's PATCH
-	// state=cooldown) and an operator's end of its cooldown
-	// (Dispatcher.endCooldown), store write included: see endCooldown
-	// and AccountChanged.
+	// (storeCooldown) and an operator's end of its cooldown
+	// (Dispatcher.endCooldown), store writes included.
 	cooldownMu sync.Mutex
 
 	// owned by run
