@@ -56,8 +56,8 @@ func newAgentErr(t *testing.T, g *gateway, dir, account string) error {
 }
 
 // Spool records carry no account: the batch takes Config.AccountID. An
-// agent restarted on the same SpoolDir with another AccountID used to send
-// the receipts left there as the other account's.
+// agent restarted on the same SpoolDir with another AccountID must not
+// send the receipts left there as the other account's.
 func TestRestartWithOtherAccountRefusedWhileUnacked(t *testing.T) {
 	t.Parallel()
 	g := newGateway(t)

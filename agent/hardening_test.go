@@ -222,7 +222,7 @@ func TestUnreadable2xxIsNotAnAck(t *testing.T) {
 // A Report whose ctx ends while its record is being fsynced returns an
 // error, but the record becomes durable and is sent anyway; the count of
 // unsent records must include it, or it drifts below the truth and
-// FlushEvents new receipts no longer start a send (they would wait for
+// FlushEvents new receipts do not start a send (they wait for
 // FlushInterval).
 func TestFlushEventsAfterCanceledReports(t *testing.T) {
 	t.Parallel()

@@ -115,8 +115,7 @@ func TestSignatureFailsOverReserialisedBody(t *testing.T) {
 }
 
 // Reference §6: Meta retries a POST not answered 200 "until the request
-// succeeds, for up to 7 days", not a fixed number of attempts (the sim
-// used to give up after 8, about 2 minutes with its backoff).
+// succeeds, for up to 7 days", not a fixed number of attempts.
 func TestRetriesUntil200(t *testing.T) {
 	r := newReceiver(t, func(n int) int {
 		if n < 12 {
@@ -209,10 +208,10 @@ func TestBadTokenOnUnknownNumberIs190(t *testing.T) {
 }
 
 // Reference §6: Meta retries "on any non-200 response", and a redirect is
-// one. The sim's HTTP client used to follow it: a receiver answering 307
-// (or 302 to a page answering 200) counted as delivered, so a gateway
-// behind a misconfigured proxy passed against the sim while Meta would
-// keep redelivering, and the signed body went to a URL nobody configured.
+// one. The sim's HTTP client must not follow it: were a receiver answering
+// 307 (or 302 to a page answering 200) counted as delivered, a gateway
+// behind a misconfigured proxy would pass against the sim while Meta kept
+// redelivering, and the signed body would go to a URL nobody configured.
 func TestWebhookRedirectIsNotDelivered(t *testing.T) {
 	var mu sync.Mutex
 	var hookPosts, elsewhere int

@@ -153,8 +153,8 @@ func TestPairBurstBorrowsFutureQuota(t *testing.T) {
 // Reference §2 (131056, ✅ [S1]): after a pair rate limit hit "you can
 // still send to a different number without waiting". A send refused with
 // 131056 went nowhere, so it must not take the number's throughput (as a
-// send refused with 130429 does not): the sim used to charge it, and a
-// gateway retrying one hot recipient then saw 130429 for everyone else.
+// send refused with 130429 does not); were it charged, a gateway retrying
+// one hot recipient would see 130429 for everyone else.
 func TestPairLimitedSendTakesNoThroughput(t *testing.T) {
 	h := start(t, sim.Config{Limits: sim.Limits{Rate: 2, Burst: 2, PairBurst: 1}})
 	if code, body, _ := h.send(num, token, text("15550001111", "")); code != 200 {

@@ -171,10 +171,9 @@ func BenchmarkWALFsync(b *testing.B) {
 //     placeholder of the same width from the start, so an upsert rewrites
 //     the record in place.
 //
-// It measures the one structural lever left for the receipt pipeline's
-// writer (docs/BENCHMARKS.md, twentieth session): how much of a receipt's
-// row cost a layout by message could save, before any of the pipeline's
-// other work.
+// It measures a structural lever of the receipt pipeline's writer: how much
+// of a receipt's row cost a layout by message could save, before any of
+// the pipeline's other work.
 //
 //	go test ./store/sqlite -run '^$' -bench ReceiptLayouts -benchtime 900000x
 func BenchmarkReceiptLayouts(b *testing.B) {
