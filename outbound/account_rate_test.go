@@ -115,7 +115,8 @@ func TestPatchedLimitAppliesToTheNextSend(t *testing.T) {
 	}
 	var perSec []int64
 	last := int64(0)
-	stepClock(t, e, clk, "acc", 10*time.Millisecond, 900, func(el time.Duration) {
+	// Each rate here (20, 40, 10/s) earns whole tokens at 25 ms steps.
+	stepClock(t, e, clk, "acc", 25*time.Millisecond, 360, func(el time.Duration) {
 		switch el {
 		case 3 * time.Second:
 			patch(40, 8)
