@@ -37,7 +37,6 @@ type alertRules struct {
 func TestDeployFiles(t *testing.T) {
 	docs := documented(t)
 	reg := startApp(t).Registry()
-	wired := receiptsWired(reg)
 
 	raw, rules := readAlerts(t)
 	alerts := map[string]string{} // name → expr
@@ -70,7 +69,7 @@ func TestDeployFiles(t *testing.T) {
 			t.Errorf("alert %s is missing or does not use %s", name, metric)
 		}
 	}
-	checkNames(t, "alerts.yml", string(raw), docs, wired, func(n string) bool { return registered(reg, n) })
+	checkNames(t, "alerts.yml", string(raw), docs, func(n string) bool { return registered(reg, n) })
 
 	raw, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "grafana", "wamux.json"))
 	if err != nil {
@@ -102,7 +101,7 @@ func TestDeployFiles(t *testing.T) {
 		t.Fatalf("wamux.json: only %d queries", len(exprs))
 	}
 	// Check every name in the file, queries and template variables alike.
-	checkNames(t, "wamux.json", string(raw), docs, wired, func(n string) bool { return registered(reg, n) })
+	checkNames(t, "wamux.json", string(raw), docs, func(n string) bool { return registered(reg, n) })
 }
 
 // readAlerts reads deploy/prometheus/alerts.yml, unknown fields refused.
@@ -137,7 +136,7 @@ func alertExprs(t *testing.T) map[string]string {
 // checkNames finds every wamux_ metric named in text (a histogram's
 // _bucket/_sum/_count series count as the histogram) and checks that it
 // is documented and registered.
-func checkNames(t *testing.T, file, text string, docs map[string]docMetric, wired bool, isRegistered func(string) bool) {
+func checkNames(t *testing.T, file, text string, docs map[string]docMetric, isRegistered func(string) bool) {
 	t.Helper()
 	seen := map[string]bool{}
 	for _, n := range metricName.FindAllString(text, -1) {
@@ -150,12 +149,9 @@ func checkNames(t *testing.T, file, text string, docs map[string]docMetric, wire
 			continue
 		}
 		seen[n] = true
-		d, ok := docs[n]
+		_, ok := docs[n]
 		if !ok {
 			t.Errorf("%s names %s, which docs/metrics.md does not document", file, n)
-			continue
-		}
-		if d.section == receiptsSection && !wired {
 			continue
 		}
 		if !isRegistered(n) {

@@ -124,16 +124,6 @@ func registered(reg *prometheus.Registry, name string) bool {
 	return false
 }
 
-// receiptsSection is the docs/metrics.md section of the receipt pipeline.
-// Until the pipeline is wired into app (issue 5) its metrics are not
-// registered; the tests then say so and check the rest. As soon as any of
-// them is registered, all of them are held to the same rule.
-const receiptsSection = "Receipts"
-
-func receiptsWired(reg *prometheus.Registry) bool {
-	return registered(reg, "wamux_receipts_received_total")
-}
-
 var docRow = regexp.MustCompile("^\\| `(wamux_[a-z0-9_]+)` \\| (counter|gauge|histogram) \\| ([^|]*) \\|(.*)$")
 
 // docMetric is one row of docs/metrics.md.
