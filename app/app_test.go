@@ -14,6 +14,7 @@ import (
 
 	"github.com/wamux/wamux/app"
 	"github.com/wamux/wamux/config"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/sim"
 )
 
@@ -88,13 +89,9 @@ func TestStopLeavesNoGoroutines(t *testing.T) {
 	call(t, a, "POST", "/v1/accounts", fmt.Sprintf(
 		`{"id":"acc","phone_number_id":"555001","access_token":"tok-555001","base_url":%q,"rate_per_sec":50}`, simURL))
 	call(t, a, "POST", "/v1/messages", `{"biz_type":"t","account_id":"acc","client_seq":1,"to":"15550001","type":"text","text":{"body":"hi"}}`)
-	deadline := time.Now().Add(30 * time.Second)
-	for s.Stats().Totals.Accepted < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the message did not reach the provider")
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval
-	}
+	testwait.For(t, "the message to reach the provider", 30*time.Second, func() bool {
+		return s.Stats().Totals.Accepted >= 1
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := a.Stop(ctx); err != nil {

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/wamux/wamux/app"
 	"github.com/wamux/wamux/config"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/sim"
 )
 
@@ -48,13 +50,12 @@ func TestInboundChargedToTheAccountsBucket(t *testing.T) {
 	if _, err := s.Inbound("555002", sim.InboundRequest{Count: 5}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for s.Stats().Webhooks.Posts < 5 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the inbound webhooks were not answered: %+v", s.Stats().Webhooks)
+	testwait.ForNil(t, 30*time.Second, func() error {
+		if w := s.Stats().Webhooks; w.Posts < 5 {
+			return fmt.Errorf("the inbound webhooks were not answered: %+v", w)
 		}
-		time.Sleep(10 * time.Millisecond) // polling interval
-	}
+		return nil
+	})
 	if tok, _ := a.Dispatcher().Tokens("acc"); tok > 0.1 {
 		t.Fatalf("tokens after 5 inbound messages = %v; want them charged (about 0)", tok)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/wamux/wamux/app"
 	"github.com/wamux/wamux/config"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/store"
 	"github.com/wamux/wamux/store/postgres"
 	"github.com/wamux/wamux/store/postgres/pgtest"
@@ -148,21 +149,14 @@ func TestLostPostgresClaimStopsTheGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer killer.Close(context.Background())
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testwait.For(t, "the other session to wait for the lock", 30*time.Second, func() bool {
 		var waiting bool
 		if err := killer.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_locks
 			WHERE locktype = 'advisory' AND NOT granted AND objid = $1::bigint::oid)`, int64(key&0xffffffff)).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
-		if waiting {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the other session does not wait for the lock")
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval
-	}
+		return waiting
+	})
 	if _, err := killer.Exec(t.Context(), "SELECT pg_terminate_backend($1)", int64(holder)); err != nil {
 		t.Fatal(err)
 	}

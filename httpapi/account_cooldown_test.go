@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/wamux/wamux/internal/testwait"
 )
 
 // TestPatchCooldownPausesUntilItEnds: an operator's PATCH state=cooldown
@@ -47,11 +49,11 @@ func TestPatchCooldownPausesUntilItEnds(t *testing.T) {
 	if _, a := g.call("GET", "/v1/accounts/acc", ""); a["state"] == "cooldown" && sent != 0 {
 		t.Fatalf("%d messages sent during the operator's cooldown", sent)
 	}
-	waitFor(t, "the account active again after its cooldown", 20*time.Second, func() bool {
+	testwait.For(t, "the account active again after its cooldown", 20*time.Second, func() bool {
 		_, a := g.call("GET", "/v1/accounts/acc", "")
 		return a["state"] == "active"
 	})
-	waitFor(t, "the message sent after the cooldown", 20*time.Second, func() bool {
+	testwait.For(t, "the message sent after the cooldown", 20*time.Second, func() bool {
 		_, m := g.call("GET", "/v1/messages/"+id, "")
 		switch m["status"] {
 		case "accepted", "sent", "delivered", "read":
@@ -121,7 +123,7 @@ func TestPatchActiveEndsCooldownAndRateKeepsIt(t *testing.T) {
 	if code, a := g.call("PATCH", "/v1/accounts/acc", `{"state":"active"}`); code != 200 || a["state"] != "active" || a["cooldown_until"] != nil {
 		t.Fatalf("PATCH state=active = %d %v, want 200, active, no cooldown_until", code, a)
 	}
-	waitFor(t, "the waiting message sent once the cooldown is ended", 20*time.Second, func() bool {
+	testwait.For(t, "the waiting message sent once the cooldown is ended", 20*time.Second, func() bool {
 		_, m := g.call("GET", "/v1/messages/"+id, "")
 		switch m["status"] {
 		case "accepted", "sent", "delivered", "read":

@@ -11,6 +11,7 @@ import (
 
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/bench"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/sim"
 )
 
@@ -76,7 +77,7 @@ func TestSubmitIdempotencyAndStatus(t *testing.T) {
 	if code != 409 || errCode(out) != "conflict" {
 		t.Fatalf("conflicting reuse = %d %v", code, out)
 	}
-	waitFor(t, "message accepted", 10*time.Second, func() bool {
+	testwait.For(t, "message accepted", 10*time.Second, func() bool {
 		_, m := g.call("GET", "/v1/messages/"+id, "")
 		return m["status"] == "accepted"
 	})
@@ -180,15 +181,4 @@ func equalJSON(a, b any) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return string(x) == string(y)
-}
-
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

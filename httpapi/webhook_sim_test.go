@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/sim"
 	"github.com/wamux/wamux/store"
@@ -48,17 +49,12 @@ func TestWebhookFromSimulator(t *testing.T) {
 		}
 		wamids = append(wamids, res.WAMID)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		w := s.Stats().Webhooks
-		if w.Pending == 0 && w.Delivered >= 3*n {
-			break
+	testwait.ForNil(t, 20*time.Second, func() error {
+		if w := s.Stats().Webhooks; w.Pending > 0 || w.Delivered < 3*n {
+			return fmt.Errorf("simulator webhooks did not finish: %+v", w)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("simulator webhooks did not finish: %+v", w)
-		}
-		time.Sleep(5 * time.Millisecond) // polling the simulator with a deadline
-	}
+		return nil
+	})
 	b.flush(t)
 
 	keys := make([]store.StateKey, n)

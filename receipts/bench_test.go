@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/internal/fakeclock"
 	"github.com/wamux/wamux/store"
 )
 
@@ -72,7 +73,7 @@ func BenchmarkDedup(b *testing.B) {
 	for _, c := range []struct{ on, callback bool }{{true, true}, {true, false}, {false, true}} {
 		on := c.on
 		b.Run(fmt.Sprint("bloom=", on, "/callback=", c.callback), func(b *testing.B) {
-			clock := newFakeClock(t0)
+			clock := fakeclock.NewAt(t0)
 			bl := newTestBloom(b, BloomConfig{Now: clock.Now, Disabled: !on})
 			fillWindow(bl, hourOf(t0))
 			accounts := benchStrings("acc", 1000)

@@ -2,33 +2,13 @@ package receipts
 
 import (
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/internal/fakeclock"
 	"github.com/wamux/wamux/store"
 )
-
-// fakeClock is a clock tests move by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock(t time.Time) *fakeClock { return &fakeClock{t: t} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 func newTestBloom(t testing.TB, cfg BloomConfig) *Bloom {
 	t.Helper()
@@ -41,7 +21,7 @@ func newTestBloom(t testing.TB, cfg BloomConfig) *Bloom {
 
 // accurate is a config whose false positives, for the few keys a test adds,
 // are far too rare to ever show up.
-func accurate(clock *fakeClock) BloomConfig {
+func accurate(clock *fakeclock.Clock) BloomConfig {
 	return BloomConfig{ExpectedPerHour: 1000, FalsePositiveRate: 1e-9, Now: clock.Now}
 }
 
@@ -50,7 +30,7 @@ func rkey(acc, msg string, typ wamux.ReceiptType) store.ReceiptKey {
 }
 
 func TestBloomAddThenMayContain(t *testing.T) {
-	b := newTestBloom(t, accurate(newFakeClock(t0)))
+	b := newTestBloom(t, accurate(fakeclock.NewAt(t0)))
 	k := rkey("acc", "m1", wamux.ReceiptRead)
 	if b.MayContain(k, t0) {
 		t.Fatal("empty filter may contain a key")
@@ -75,7 +55,7 @@ func TestBloomAddThenMayContain(t *testing.T) {
 // TestBloomWindow walks the 48 h window: a key added at hour 0 is there
 // through hour 47 and gone from hour 48 on.
 func TestBloomWindow(t *testing.T) {
-	b := newTestBloom(t, accurate(newFakeClock(t0)))
+	b := newTestBloom(t, accurate(fakeclock.NewAt(t0)))
 	k := rkey("acc", "m1", wamux.ReceiptSent)
 	at := t0.Add(30 * time.Minute)
 	b.Add(k, at)
@@ -99,7 +79,7 @@ func TestBloomWindow(t *testing.T) {
 // TestBloomRotation reuses a slot: adding at hour 48 clears what hour 0
 // held, and a late add for hour 0 no longer lands anywhere.
 func TestBloomRotation(t *testing.T) {
-	b := newTestBloom(t, accurate(newFakeClock(t0)))
+	b := newTestBloom(t, accurate(fakeclock.NewAt(t0)))
 	old, fresh, stale := rkey("acc", "old", wamux.ReceiptSent), rkey("acc", "fresh", wamux.ReceiptSent), rkey("acc", "stale", wamux.ReceiptSent)
 	b.Add(old, t0)
 	b.Add(fresh, t0.Add(BloomHours*time.Hour))

@@ -8,6 +8,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/wamux/wamux/internal/fakeclock"
 	"github.com/wamux/wamux/store"
 )
 
@@ -20,7 +21,7 @@ import (
 // batch.
 func TestDedupExact(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		clock := newFakeClock(t0)
+		clock := fakeclock.NewAt(t0)
 		b, err := NewBloom(BloomConfig{
 			ExpectedPerHour:   uint(rapid.IntRange(1, 100).Draw(t, "expected")),
 			FalsePositiveRate: rapid.Float64Range(1e-6, 0.999).Draw(t, "rate"),

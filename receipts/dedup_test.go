@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/internal/fakeclock"
 	"github.com/wamux/wamux/store"
 )
 
@@ -91,7 +92,7 @@ func keysN(prefix string, n int) []store.ReceiptKey {
 // that nearly every key is a hit, yet every new key comes out new: hits are
 // confirmed, never trusted.
 func TestDedupTinyFilterLosesNothing(t *testing.T) {
-	clock := newFakeClock(t0)
+	clock := fakeclock.NewAt(t0)
 	b := newTestBloom(t, BloomConfig{ExpectedPerHour: 1, FalsePositiveRate: 0.999, Now: clock.Now})
 	s := newMemStore()
 
@@ -129,7 +130,7 @@ func TestDedupTinyFilterLosesNothing(t *testing.T) {
 }
 
 func TestDedupStats(t *testing.T) {
-	b := newTestBloom(t, accurate(newFakeClock(t0)))
+	b := newTestBloom(t, accurate(fakeclock.NewAt(t0)))
 	s := newMemStore()
 	a, c := rkey("acc", "a", wamux.ReceiptSent), rkey("acc", "c", wamux.ReceiptSent)
 	dedup(t, b, s, a)
@@ -157,7 +158,7 @@ func TestDedupStats(t *testing.T) {
 // TestDedupDisabled: off, every distinct key goes to the store, and keys
 // keep being added so that switching back on is warm at once.
 func TestDedupDisabled(t *testing.T) {
-	b := newTestBloom(t, accurate(newFakeClock(t0)))
+	b := newTestBloom(t, accurate(fakeclock.NewAt(t0)))
 	s := newMemStore()
 	b.SetEnabled(false)
 	if b.Enabled() {
@@ -189,7 +190,7 @@ func TestDedupDisabled(t *testing.T) {
 // TestDedupStoreError: a failing store fails the batch and records nothing,
 // so the retry sees the batch exactly as the first attempt did.
 func TestDedupStoreError(t *testing.T) {
-	b := newTestBloom(t, accurate(newFakeClock(t0)))
+	b := newTestBloom(t, accurate(fakeclock.NewAt(t0)))
 	s := newMemStore()
 	a := rkey("acc", "a", wamux.ReceiptSent)
 	dedup(t, b, s, a)
@@ -221,7 +222,7 @@ func (shortConfirmer) HasCallbackReceipts(context.Context, []store.ReceiptKey) (
 }
 
 func TestDedupShortAnswer(t *testing.T) {
-	b := newTestBloom(t, BloomConfig{Disabled: true, Now: newFakeClock(t0).Now})
+	b := newTestBloom(t, BloomConfig{Disabled: true, Now: fakeclock.NewAt(t0).Now})
 	if _, _, err := b.Dedup(context.Background(), keysN("k", 3), nil, shortConfirmer{}); err == nil {
 		t.Fatal("Dedup accepted a confirmer answer of the wrong length")
 	}
@@ -231,7 +232,7 @@ func TestDedupShortAnswer(t *testing.T) {
 }
 
 func TestDedupCanceled(t *testing.T) {
-	b := newTestBloom(t, accurate(newFakeClock(t0)))
+	b := newTestBloom(t, accurate(fakeclock.NewAt(t0)))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, _, err := b.Dedup(ctx, keysN("k", 3), nil, newMemStore()); !errors.Is(err, context.Canceled) {
@@ -243,7 +244,7 @@ func TestDedupCanceled(t *testing.T) {
 // so Dedup calls it new without asking; the store's unique key (L3) is what
 // catches a receipt that old.
 func TestDedupForgetsAfterWindow(t *testing.T) {
-	clock := newFakeClock(t0)
+	clock := fakeclock.NewAt(t0)
 	b := newTestBloom(t, accurate(clock))
 	s := newMemStore()
 	a := rkey("acc", "a", wamux.ReceiptSent)
@@ -264,7 +265,7 @@ func TestDedupForgetsAfterWindow(t *testing.T) {
 // switch meanwhile; the race detector checks the locking, and each account
 // must still see exactly its own repeats.
 func TestDedupConcurrent(t *testing.T) {
-	clock := newFakeClock(t0)
+	clock := fakeclock.NewAt(t0)
 	b := newTestBloom(t, BloomConfig{ExpectedPerHour: 100, FalsePositiveRate: 0.5, Now: clock.Now})
 	s := newMemStore()
 	var wg sync.WaitGroup

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -167,24 +166,6 @@ func checkStored(t testing.TB, st store.Store, rs []wamux.Receipt) {
 			t.Fatalf("receipt %v was lost", keys[i])
 		}
 	}
-}
-
-// fakeClock is an injected clock tests move by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
 }
 
 var base = time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)

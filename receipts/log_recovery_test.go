@@ -3,6 +3,7 @@ package receipts_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/receipts"
 	"github.com/wamux/wamux/settings"
 	"github.com/wamux/wamux/store"
@@ -22,21 +24,17 @@ import (
 // there, and fails otherwise.
 func waitState(t *testing.T, st store.Store, k store.StateKey, d time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
+	testwait.ForNil(t, d, func() error {
 		got, err := st.GetStates(context.Background(), []store.StateKey{k})
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if _, ok := got[k]; ok {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			logged, _ := st.ListReceiptLog(context.Background(), 0, 10)
-			t.Fatalf("state of %v never merged; the log still holds %d receipts: %+v", k, len(logged), logged)
-		}
-		time.Sleep(10 * time.Millisecond) // polling the store, with a deadline
-	}
+		logged, _ := st.ListReceiptLog(context.Background(), 0, 10)
+		return fmt.Errorf("state of %v never merged; the log still holds %d receipts: %+v", k, len(logged), logged)
+	})
 }
 
 // TestReloadKeepsBacklogBelowAFailedBatch: a read-back page holds a

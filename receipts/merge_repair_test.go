@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/internal/fakeclock"
 	"github.com/wamux/wamux/receipts"
 	"github.com/wamux/wamux/settings"
 	"github.com/wamux/wamux/store"
@@ -64,7 +65,7 @@ func TestDuplicateKeyAfterBloomForgets(t *testing.T) {
 func TestLateWindowUsesArrivalNotProcessing(t *testing.T) {
 	st := openSQLite(t)
 	ctx := context.Background()
-	clock := &fakeClock{t: base}
+	clock := fakeclock.NewAt(base)
 	set, err := settings.Load(ctx, st, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +156,7 @@ func TestLateRepeatAfterBloomForgetsStaysOut(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			st := b.open(t)
 			ctx := context.Background()
-			clock := &fakeClock{t: base}
+			clock := fakeclock.NewAt(base)
 			key := store.StateKey{AccountID: "acc1", MessageID: "w1"}
 			delivered := rcpt("acc1", "w1", wamux.ReceiptDelivered, 50)
 			failed := rcpt("acc1", "w1", wamux.ReceiptFailed, 200)

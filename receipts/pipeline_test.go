@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/internal/fakeclock"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/receipts"
 	"github.com/wamux/wamux/settings"
@@ -101,7 +103,7 @@ func TestRecoversAfterCrash(t *testing.T) {
 // table and leaves the state alone; inside the window it applies.
 func TestLateReceiptAudited(t *testing.T) {
 	st := openSQLite(t)
-	clock := &fakeClock{t: base}
+	clock := fakeclock.NewAt(base)
 	set, err := settings.Load(context.Background(), st, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -505,20 +507,16 @@ func TestPausedStartKeepsBacklog(t *testing.T) {
 	}
 	flush(t, p)
 	all := append(backlog, fresh)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.ForNil(t, 10*time.Second, func() error {
 		logged, err := st.ListReceiptLog(ctx, 0, 10)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
-		if len(logged) == 0 {
-			break
+		if len(logged) > 0 {
+			return fmt.Errorf("log still holds %d receipts after apply_state went on", len(logged))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("log still holds %d receipts after apply_state went on", len(logged))
-		}
-		time.Sleep(5 * time.Millisecond) // polling the store, with a deadline
-	}
+		return nil
+	})
 	checkStates(t, st, expected(all))
 	if s := p.Stats(); s.Appended != 1 || s.Processed != 1 {
 		t.Fatalf("appended %d, processed %d; want 1 and 1 (the backlog is not this run's)", s.Appended, s.Processed)
@@ -640,18 +638,14 @@ func TestIdlePartitionReportsNoLag(t *testing.T) {
 		}
 		return max, n
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.ForNil(t, 10*time.Second, func() error {
 		max, n := lag()
 		if n == 0 {
 			t.Fatal("no partition lag series")
 		}
-		if max == 0 {
-			return
+		if max > 0 {
+			return fmt.Errorf("partition lag still %.0f s with nothing left to process", max)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("partition lag still %.0f s with nothing left to process", max)
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
-	}
+		return nil
+	})
 }
