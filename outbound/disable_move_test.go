@@ -400,7 +400,8 @@ func TestDisabledAccountKeepsRecipientWithUnresolvedOutcome(t *testing.T) {
 // evacuator, which looks again when b is back, as it does for a message
 // queued on a before the disable. Real clock: b's cooldown ends by itself.
 func TestDisabledOwnerMovesNewMessageWhenCooldownEnds(t *testing.T) {
-	e := newEnv(t, envOpts{})
+	clk := fakeclock.New()
+	e := newEnv(t, envOpts{clock: clk})
 	e.addAccount("a", "8111", 100, 10, sim.Limits{Rate: 1000})
 	e.addAccount("b", "8112", 100, 10, sim.Limits{Rate: 1000})
 	to := "15558110001"
@@ -411,13 +412,17 @@ func TestDisabledOwnerMovesNewMessageWhenCooldownEnds(t *testing.T) {
 	testwait.For(t, "the first message accepted", 10*time.Second, func() bool {
 		return e.status(first.ID) == wamux.StatusAccepted && e.d.AttemptsRunning("a") == 0
 	})
-	coolDown(t, e, "b", time.Now().Add(3*time.Second))
+	coolDown(t, e, "b", clk.Now().Add(3*time.Second))
 	setState(t, e, "a", wamux.AccountDisabled)
 	next := textMsg(t, admit.Request{MsgID: "next", To: to})
 	if acc := e.submit(next)[0].Message.AccountID; acc != "a" {
 		t.Fatalf("next message routed to %s while b cools down, want its owner a", acc)
 	}
-	testwait.For(t, "the next message accepted from b", 15*time.Second, func() bool { return e.status(next.ID) == wamux.StatusAccepted })
+	// Nothing but the clock wakes a's evacuator once b's cooldown ends.
+	testwait.For(t, "the next message accepted from b", 15*time.Second, func() bool {
+		clk.Advance(time.Second)
+		return e.status(next.ID) == wamux.StatusAccepted
+	})
 	if got := sentFrom(e, "8112", to); !slices.Equal(got, []string{"next"}) {
 		t.Fatalf("b sent %v, want [next]", got)
 	}

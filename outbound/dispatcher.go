@@ -32,9 +32,21 @@ type Clock interface {
 	Now() time.Time
 }
 
+// timerClock is a Clock that also runs functions once a duration has
+// passed on it. The evacuator times its own wake-ups on such a clock, so
+// a test that moves it wakes them too.
+type timerClock interface {
+	Clock
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
+}
+
 type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now() }
+
+func (systemClock) AfterFunc(d time.Duration, f func()) func() bool {
+	return time.AfterFunc(d, f).Stop
+}
 
 // MaxInflightDefault bounds concurrent provider calls per account; it
 // matters when the provider stalls. An account whose rate is higher may
@@ -72,6 +84,7 @@ type Dispatcher struct {
 	settings *settings.Manager
 	log      *slog.Logger
 	clock    Clock
+	timers   timerClock // clock, or the wall clock for one that runs no timers
 	metrics  *metrics
 	limiter  *ratelimit.Adaptive
 	pairs    *ratelimit.PairLimiter
@@ -138,6 +151,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		settings: cfg.Settings,
 		log:      cfg.Logger,
 		clock:    cfg.Clock,
+		timers:   systemClock{},
 		metrics:  m,
 		limiter:  adaptive,
 		pairs:    pairs,
@@ -147,6 +161,9 @@ func New(cfg Config) (*Dispatcher, error) {
 		transit:  make(map[string]int),
 		held:     make(map[string]bool),
 		owed:     make(map[string]owedOwner),
+	}
+	if tc, ok := cfg.Clock.(timerClock); ok {
+		d.timers = tc
 	}
 	if err := cfg.Registry.Register(newLimitCollector(d)); err != nil {
 		return nil, fmt.Errorf("register outbound metrics: %w", err)

@@ -35,19 +35,17 @@ func (w *worker) requestEvacuation() {
 // is woken while the account is disabled, until ctx ends.
 func (w *worker) evacuator(ctx context.Context) {
 	defer w.d.wg.Done()
-	retry := time.NewTimer(evacRetry)
-	retry.Stop()
-	defer retry.Stop()
+	stop := func() bool { return false }
+	defer func() { stop() }()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-w.evac:
-		case <-retry.C:
 		}
-		retry.Stop()
+		stop()
 		if wait := w.d.evacuate(ctx, w); wait > 0 {
-			retry.Reset(wait)
+			stop = w.d.timers.AfterFunc(wait, w.requestEvacuation)
 		}
 	}
 }

@@ -99,6 +99,9 @@ func newEnv(t *testing.T, o envOpts) *env {
 		e.provider = o.provider(client)
 	}
 	e.clock = o.clock
+	if fc, ok := o.clock.(*fakeclock.Clock); ok {
+		e.clock = timerClock{fc}
+	}
 	set, err := settings.Load(ctx, st, quietLog())
 	if err != nil {
 		t.Fatal(err)
@@ -225,4 +228,12 @@ func waitUnknown(t *testing.T, e *env, acc, msgID string) {
 func (e *env) elapse(clk *fakeclock.Clock, d time.Duration) {
 	clk.Advance(d)
 	e.d.Kick()
+}
+
+// timerClock gives the dispatcher the fake clock's timers: the waits it
+// times on them end when the test moves the clock.
+type timerClock struct{ *fakeclock.Clock }
+
+func (c timerClock) AfterFunc(d time.Duration, f func()) func() bool {
+	return c.Clock.AfterFunc(d, f).Stop
 }
