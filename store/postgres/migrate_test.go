@@ -7,7 +7,6 @@ import (
 	"errors"
 	"maps"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,26 +22,15 @@ import (
 // version → base name and hex SHA-256.
 func migrationFiles(t *testing.T) (names, sums map[int64]string, newest int64) {
 	t.Helper()
-	paths, err := filepath.Glob(filepath.Join("migrations", "*.sql"))
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("migration files: %v, %v", paths, err)
+	files, err := migration.Load(os.DirFS("migrations"), "*.sql")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("migration files: %d, %v", len(files), err)
 	}
 	names, sums = map[int64]string{}, map[int64]string{}
-	for _, p := range paths {
-		body, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		num, _, _ := strings.Cut(filepath.Base(p), "_")
-		v, err := strconv.ParseInt(num, 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum := sha256.Sum256(body)
-		names[v], sums[v] = filepath.Base(p), hex.EncodeToString(sum[:])
-		newest = max(newest, v)
+	for _, f := range files {
+		names[f.Version], sums[f.Version] = f.Name, f.Checksum
 	}
-	return names, sums, newest
+	return names, sums, files[len(files)-1].Version
 }
 
 // migrationDB is a fresh schema, dropped when the test ends, that tests
