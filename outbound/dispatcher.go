@@ -27,16 +27,11 @@ type Provider interface {
 	Send(ctx context.Context, dest cloudapi.Destination, msg wamux.Message) cloudapi.Result
 }
 
-// Clock tells the time; tests move it by hand.
-type Clock interface {
-	Now() time.Time
-}
-
 // timerClock is a Clock that also runs functions once a duration has
 // passed on it. The evacuator times its own wake-ups on such a clock, so
 // a test that moves it wakes them too.
 type timerClock interface {
-	Clock
+	wamux.Clock
 	AfterFunc(d time.Duration, f func()) (stop func() bool)
 }
 
@@ -68,7 +63,7 @@ type Config struct {
 	Registry prometheus.Registerer
 	// Clock defaults to the wall clock; the limiters and reorder buffers
 	// use it too, so a test can move them all.
-	Clock Clock
+	Clock wamux.Clock
 	// MaxInflight bounds concurrent provider calls per account; an
 	// account whose rate_per_sec is higher may have that many (at most
 	// 1,000), one second of its rate.
@@ -83,7 +78,7 @@ type Dispatcher struct {
 	provider Provider
 	settings *settings.Manager
 	log      *slog.Logger
-	clock    Clock
+	clock    wamux.Clock
 	timers   timerClock // clock, or the wall clock for one that runs no timers
 	metrics  *metrics
 	limiter  *ratelimit.Adaptive

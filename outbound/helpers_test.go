@@ -33,7 +33,7 @@ type env struct {
 	simURL   string
 	provider outbound.Provider
 	settings *settings.Manager
-	clock    outbound.Clock
+	clock    wamux.Clock
 	d        *outbound.Dispatcher
 	reg      *prometheus.Registry
 	dbPath   string
@@ -42,7 +42,7 @@ type env struct {
 
 type envOpts struct {
 	simCfg   sim.Config
-	clock    outbound.Clock
+	clock    wamux.Clock
 	settings map[string]string
 	provider func(base outbound.Provider) outbound.Provider
 	dbPath   string

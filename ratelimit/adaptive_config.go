@@ -3,6 +3,8 @@ package ratelimit
 import (
 	"fmt"
 	"time"
+
+	"github.com/wamux/wamux"
 )
 
 // Adaptive defaults. They follow the provider's advice for 130429 ("short
@@ -39,7 +41,7 @@ const (
 
 // AdaptiveConfig configures Adaptive. Zero fields take the defaults above.
 type AdaptiveConfig struct {
-	Clock Clock
+	Clock wamux.Clock
 	// DefaultRate and DefaultBurst are the limit of accounts never given
 	// one; they should match the wrapped limiter's defaults.
 	DefaultRate  float64
@@ -60,7 +62,7 @@ type AdaptiveConfig struct {
 
 func (c *AdaptiveConfig) setDefaults() {
 	if c.Clock == nil {
-		c.Clock = SystemClock{}
+		c.Clock = wamux.SystemClock{}
 	}
 	def := func(v *float64, d float64) {
 		if *v == 0 {

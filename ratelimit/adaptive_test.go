@@ -10,7 +10,7 @@ import (
 	"github.com/wamux/wamux/ratelimit"
 )
 
-func newAdaptive(t *testing.T, clk ratelimit.Clock, cfg ratelimit.AdaptiveConfig) *ratelimit.Adaptive {
+func newAdaptive(t *testing.T, clk wamux.Clock, cfg ratelimit.AdaptiveConfig) *ratelimit.Adaptive {
 	t.Helper()
 	cfg.Clock = clk
 	a, err := ratelimit.NewAdaptive(newLocal(t, clk), cfg)

@@ -38,18 +38,6 @@ type Limiter interface {
 	Debit(ctx context.Context, accountID string, n int) error
 }
 
-// Clock tells the time. Production code uses SystemClock; tests pass a clock
-// they move by hand.
-type Clock interface {
-	Now() time.Time
-}
-
-// SystemClock is the wall clock.
-type SystemClock struct{}
-
-// Now returns time.Now().
-func (SystemClock) Now() time.Time { return time.Now() }
-
 // Defaults for an account that was never given a limit: the Cloud API's
 // default throughput of 80 messages/s per number, with a burst of a tenth of
 // a second so that a full bucket plus the next second stays near 80/s.

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/wamux/wamux"
 )
 
 // LocalConfig configures the in-process limiter.
 type LocalConfig struct {
-	// Clock defaults to SystemClock.
-	Clock Clock
+	// Clock defaults to wamux.SystemClock.
+	Clock wamux.Clock
 	// DefaultRate and DefaultBurst apply to accounts never given a limit;
 	// zero means the package defaults.
 	DefaultRate  float64
@@ -21,7 +23,7 @@ type LocalConfig struct {
 // A bucket operation is a few nanoseconds of arithmetic, so one lock for all
 // accounts costs less than the bookkeeping of finer locks would.
 type Local struct {
-	clock        Clock
+	clock        wamux.Clock
 	defaultRate  float64
 	defaultBurst int
 
@@ -34,7 +36,7 @@ var _ Limiter = (*Local)(nil)
 // NewLocal builds an in-process limiter.
 func NewLocal(cfg LocalConfig) (*Local, error) {
 	if cfg.Clock == nil {
-		cfg.Clock = SystemClock{}
+		cfg.Clock = wamux.SystemClock{}
 	}
 	if cfg.DefaultRate == 0 {
 		cfg.DefaultRate = DefaultRate

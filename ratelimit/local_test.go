@@ -3,11 +3,12 @@ package ratelimit_test
 import (
 	"testing"
 
+	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/ratelimit"
 	"github.com/wamux/wamux/ratelimit/ratelimittest"
 )
 
-func newLocal(t *testing.T, clock ratelimit.Clock) ratelimit.Limiter {
+func newLocal(t *testing.T, clock wamux.Clock) ratelimit.Limiter {
 	t.Helper()
 	l, err := ratelimit.NewLocal(ratelimit.LocalConfig{Clock: clock})
 	if err != nil {
@@ -25,7 +26,7 @@ func TestLocalConformance(t *testing.T) {
 // the wrapped limiter.
 func TestAdaptiveConformance(t *testing.T) {
 	t.Parallel()
-	ratelimittest.Run(t, func(t *testing.T, clock ratelimit.Clock) ratelimit.Limiter {
+	ratelimittest.Run(t, func(t *testing.T, clock wamux.Clock) ratelimit.Limiter {
 		a, err := ratelimit.NewAdaptive(newLocal(t, clock), ratelimit.AdaptiveConfig{Clock: clock})
 		if err != nil {
 			t.Fatalf("NewAdaptive: %v", err)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/wamux/wamux"
 )
 
 // Pair limit defaults. The Cloud API allows one message per 6 s from one
@@ -23,8 +25,8 @@ const minSweep = 1024
 
 // PairConfig configures a PairLimiter.
 type PairConfig struct {
-	// Clock defaults to SystemClock.
-	Clock Clock
+	// Clock defaults to wamux.SystemClock.
+	Clock wamux.Clock
 	// Interval is the steady pace per pair; zero means DefaultPairInterval.
 	Interval time.Duration
 	// Burst is how many messages a quiet pair may send within one
@@ -49,7 +51,7 @@ type PairConfig struct {
 // pairs left are those that sent within the last Burst×Interval, at most
 // rate×Burst×Interval per account.
 type PairLimiter struct {
-	clock Clock
+	clock wamux.Clock
 
 	mu       sync.Mutex
 	interval time.Duration
@@ -74,7 +76,7 @@ type pairState struct {
 // NewPairLimiter builds a pair limiter.
 func NewPairLimiter(cfg PairConfig) (*PairLimiter, error) {
 	if cfg.Clock == nil {
-		cfg.Clock = SystemClock{}
+		cfg.Clock = wamux.SystemClock{}
 	}
 	if cfg.Interval == 0 {
 		cfg.Interval = DefaultPairInterval

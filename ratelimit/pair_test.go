@@ -8,11 +8,12 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/internal/fakeclock"
 	"github.com/wamux/wamux/ratelimit"
 )
 
-func newPairs(t *testing.T, clk ratelimit.Clock, interval time.Duration, burst int) *ratelimit.PairLimiter {
+func newPairs(t *testing.T, clk wamux.Clock, interval time.Duration, burst int) *ratelimit.PairLimiter {
 	t.Helper()
 	p, err := ratelimit.NewPairLimiter(ratelimit.PairConfig{Clock: clk, Interval: interval, Burst: burst})
 	if err != nil {

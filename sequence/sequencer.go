@@ -7,22 +7,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/store"
 )
-
-// Clock tells the time; tests pass one they move by hand.
-type Clock interface {
-	Now() time.Time
-}
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
 
 // Config configures a Sequencer.
 type Config struct {
 	// Clock defaults to the wall clock.
-	Clock Clock
+	Clock wamux.Clock
 	// GapTimeout defaults to DefaultGapTimeout. Zero is only reachable
 	// through SetGapTimeout, which allows it: every gap is skipped on the
 	// next Expire.
@@ -39,7 +31,7 @@ type Config struct {
 // anything: an account the Sequencer has never seen starts at NextSeq 1, as
 // a fresh account does in the store.
 type Sequencer[T any] struct {
-	clock      Clock
+	clock      wamux.Clock
 	maxSkipped int
 
 	mu         sync.Mutex
@@ -56,7 +48,7 @@ type AccountExpired[T any] struct {
 // New builds a Sequencer.
 func New[T any](cfg Config) (*Sequencer[T], error) {
 	if cfg.Clock == nil {
-		cfg.Clock = systemClock{}
+		cfg.Clock = wamux.SystemClock{}
 	}
 	if cfg.GapTimeout == 0 {
 		cfg.GapTimeout = DefaultGapTimeout

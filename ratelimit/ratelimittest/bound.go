@@ -4,8 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wamux/wamux/internal/fakeclock"
 	"pgregory.net/rapid"
+
+	"github.com/wamux/wamux/internal/fakeclock"
 )
 
 // tolerance absorbs float rounding in the check itself; a limiter that

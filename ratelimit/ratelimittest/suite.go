@@ -10,12 +10,13 @@ package ratelimittest
 import (
 	"testing"
 
+	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/ratelimit"
 )
 
 // NewLimiter builds a fresh limiter that reads time from clock. Each call
 // must return a limiter with no accounts in it.
-type NewLimiter func(t *testing.T, clock ratelimit.Clock) ratelimit.Limiter
+type NewLimiter func(t *testing.T, clock wamux.Clock) ratelimit.Limiter
 
 // Run runs the whole suite against the limiters newLimiter builds.
 func Run(t *testing.T, newLimiter NewLimiter) {
