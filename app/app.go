@@ -487,7 +487,3 @@ func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (store.
 	}
 	return nil, fmt.Errorf("app: unknown store %q", cfg.RedactedStore())
 }
-
-// The compensator holds resends while receipt merging is paused only if
-// the pipeline it is given tells it so.
-var _ outbound.MergePauser = (*receipts.Pipeline)(nil)

@@ -761,18 +761,13 @@ func (d *Dispatcher) CooldownUntil(accountID string) time.Time {
 
 // ReceiptProgress is how far the receipt pipeline has got: receipts made
 // durable, and receipts processed (merged, messages resolved), both counted
-// since start. *receipts.Pipeline implements it.
+// since start. MergePaused reports merging paused (apply_state off):
+// statuses are then received and kept, but none resolves a message until
+// merging is back, so the compensator resends nothing meanwhile.
+// *receipts.Pipeline implements it.
 type ReceiptProgress interface {
 	Appended() int64
 	Processed() int64
-}
-
-// MergePauser is implemented by a ReceiptProgress whose merging can be
-// paused (apply_state off): statuses are then received and kept, but none
-// resolves a message until merging is back, so the compensator resends
-// nothing meanwhile. *receipts.Pipeline implements it (checked in app,
-// which wires the two: outbound does not depend on receipts).
-type MergePauser interface {
 	MergePaused() bool
 }
 

@@ -228,6 +228,7 @@ func (l *lagging) Processed() int64 {
 	}
 	return l.processed.Load()
 }
+func (l *lagging) MergePaused() bool { return false }
 
 // TestCompensationWaitsForReceiptBacklog: after the quiet period, while
 // statuses already received are still being processed, the compensator

@@ -257,7 +257,7 @@ func (w *worker) compensate(it *item) (action, time.Duration) {
 		d.metrics.resends.WithLabelValues(w.id, "resolved").Inc()
 		return actDone, 0
 	}
-	if mp, ok := d.receiptProgress().(MergePauser); ok && mp.MergePaused() {
+	if rp := d.receiptProgress(); rp != nil && rp.MergePaused() {
 		// Statuses received now wait unmerged in the receipt log
 		// (apply_state off), for as long as the pause lasts: one for
 		// this message may be among them, and resending would send it
