@@ -79,9 +79,10 @@ type Config struct {
 	Clock Clock
 }
 
-// Clock is the time source of the retry backoff.
+// Clock is the time source of the retry backoff: wamux.Clock, and a
+// channel that delivers once d has passed on it.
 type Clock interface {
-	Now() time.Time
+	wamux.Clock
 	After(d time.Duration) <-chan time.Time
 }
 
