@@ -98,8 +98,14 @@ const startAppKey = "e2e-key-0123456789"
 // startApp runs the real gateway on a free port with a temporary data dir.
 func startApp(t *testing.T) *app.App {
 	t.Helper()
+	return startAppWithKey(t, startAppKey)
+}
+
+// startAppWithKey is startApp with key as the one API key.
+func startAppWithKey(t *testing.T, key string) *app.App {
+	t.Helper()
 	cfg := config.Default()
-	cfg.Listen, cfg.DataDir, cfg.APIKeys = "127.0.0.1:0", t.TempDir(), []string{startAppKey}
+	cfg.Listen, cfg.DataDir, cfg.APIKeys = "127.0.0.1:0", t.TempDir(), []string{key}
 	a := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err := a.Start(context.Background()); err != nil {
 		t.Fatal(err)

@@ -2,11 +2,9 @@ package e2e_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -500,17 +498,7 @@ func TestAPIDocCurlExamples(t *testing.T) {
 	t.Cleanup(func() { s.Close() })
 	t.Cleanup(simSrv.Close)
 
-	cfg := config.Default()
-	cfg.Listen, cfg.DataDir, cfg.APIKeys = "127.0.0.1:0", t.TempDir(), []string{env["WAMUX_API_KEYS"]}
-	a := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err := a.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		a.Stop(ctx)
-	})
+	a := startAppWithKey(t, env["WAMUX_API_KEYS"])
 	runCurls(t, apiDoc, a.Addr(), curls, "http://127.0.0.1:8090", simSrv.URL)
 }
 
