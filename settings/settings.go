@@ -35,7 +35,18 @@ type Values struct {
 	Bloom        bool          // receipts: Bloom layer on (off: every key checked in the store)
 	Ordering     bool          // outbound: client_seq ordering on (off: dedup only)
 	ApplyState   bool          // receipts: merge into current status now (off: store, apply later)
+
+	EventRetention   time.Duration // events are kept this long (feed cursors, replay)
+	EventRetryWindow time.Duration // a delivery failing this long marks its subscription failing
+	InboundRetention time.Duration // inbound messages are kept this long
+	ServiceWindow    string        // "enforce": refuse free-form sends outside the 24 h window; "off"
 }
+
+// Service window modes (Values.ServiceWindow).
+const (
+	ServiceWindowEnforce = "enforce"
+	ServiceWindowOff     = "off"
+)
 
 // Defaults are the settings of a fresh gateway (DESIGN.md).
 func Defaults() Values {
@@ -55,6 +66,11 @@ func Defaults() Values {
 		Bloom:        true,
 		Ordering:     true,
 		ApplyState:   true,
+
+		EventRetention:   7 * 24 * time.Hour,
+		EventRetryWindow: 72 * time.Hour,
+		InboundRetention: 30 * 24 * time.Hour,
+		ServiceWindow:    ServiceWindowEnforce,
 	}
 }
 
@@ -113,6 +129,21 @@ func boolField(p func(*Values) *bool) field {
 	}
 }
 
+func choiceField(p func(*Values) *string, choices ...string) field {
+	return field{
+		get: func(v *Values) string { return *p(v) },
+		set: func(v *Values, s string) error {
+			for _, c := range choices {
+				if s == c {
+					*p(v) = c
+					return nil
+				}
+			}
+			return fmt.Errorf("must be one of %s", strings.Join(choices, ", "))
+		},
+	}
+}
+
 // fields is the table of settings: the key as the API and store spell it,
 // and its bounds. Bounds keep an operator's typo at 3 a.m. from stalling
 // the gateway (a 0s quiet period would resend everything at once).
@@ -132,6 +163,11 @@ var fields = map[string]field{
 	"bloom":         boolField(func(v *Values) *bool { return &v.Bloom }),
 	"ordering":      boolField(func(v *Values) *bool { return &v.Ordering }),
 	"apply_state":   boolField(func(v *Values) *bool { return &v.ApplyState }),
+
+	"event_retention":    durationField(func(v *Values) *time.Duration { return &v.EventRetention }, time.Hour, 90*24*time.Hour),
+	"event_retry_window": durationField(func(v *Values) *time.Duration { return &v.EventRetryWindow }, time.Minute, 30*24*time.Hour),
+	"inbound_retention":  durationField(func(v *Values) *time.Duration { return &v.InboundRetention }, time.Hour, 365*24*time.Hour),
+	"service_window":     choiceField(func(v *Values) *string { return &v.ServiceWindow }, ServiceWindowEnforce, ServiceWindowOff),
 }
 
 // Keys lists every setting, sorted.

@@ -35,6 +35,7 @@ type Store interface {
 	RoutingStore
 	SettingsStore
 	PipelineStore // the receipt pipeline
+	EventStore
 }
 
 // AccountStore keeps the business phone numbers.
@@ -62,6 +63,9 @@ type AccountPatch struct {
 	CooldownUntil *time.Time
 	AccessToken   *string
 	BaseURL       *string
+	// StateReason is why State or CooldownUntil changed, reported in the
+	// account.state event; a patch of either without it records none.
+	StateReason *string
 }
 
 // InsertOutcome says what InsertMessages did with one message.
@@ -396,14 +400,19 @@ type LoggedReceipt struct {
 	wamux.Receipt
 }
 
-// InboundMessage is what wamux keeps of an inbound message: no content and
-// no phone number, only enough to count and trace it.
+// InboundMessage is what wamux keeps of an inbound message.
 type InboundMessage struct {
 	AccountID  string
 	WAMID      string
 	Type       string
 	SentAt     time.Time
 	ReceivedAt time.Time
+	// From is the customer's WhatsApp id.
+	From string
+	// Data is the message.inbound event data (JSON). A message stored
+	// with Data has its event written in the same transaction; one
+	// without has none.
+	Data []byte
 }
 
 // PrepareAccount fills an account's defaults and rejects one no sender
@@ -436,6 +445,21 @@ func ValidateAccountPatch(p AccountPatch) error {
 	}
 	if (p.RatePerSec != nil && !validRate(*p.RatePerSec)) || (p.Burst != nil && *p.Burst < 0) {
 		return wamux.Errorf(wamux.EInvalid, "rate_per_sec must be a number, and it and burst must not be negative")
+	}
+	return nil
+}
+
+// StateReasonColumn is the state_reason an account update stores: the
+// patch's reason, or none when it changes State or CooldownUntil without
+// one (an earlier reason does not describe this change); nil (unchanged)
+// otherwise.
+func StateReasonColumn(p AccountPatch) *string {
+	if p.StateReason != nil {
+		return p.StateReason
+	}
+	if p.State != nil || p.CooldownUntil != nil {
+		none := ""
+		return &none
 	}
 	return nil
 }

@@ -127,9 +127,10 @@ func (s *Store) UpdateAccount(ctx context.Context, id string, p store.AccountPat
 			cooldown_until = COALESCE($4, cooldown_until),
 			access_token   = COALESCE($5, access_token),
 			base_url       = COALESCE($6, base_url),
+			state_reason   = COALESCE($9, state_reason),
 			updated_at     = $7
 		WHERE id = $8 RETURNING `+accountCols,
-		p.RatePerSec, burst, state, cooldown, p.AccessToken, p.BaseURL, ms(s.now()), id))
+		p.RatePerSec, burst, state, cooldown, p.AccessToken, p.BaseURL, ms(s.now()), id, store.StateReasonColumn(p)))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return wamux.Account{}, wamux.Errorf(wamux.ENotFound, "account %q not found", id)
 	}

@@ -121,21 +121,23 @@ func (s *Store) AddInboundMessages(ctx context.Context, msgs []store.InboundMess
 	n := len(msgs)
 	acc, wamid, typ := make([]string, n), make([]string, n), make([]string, n)
 	sent, received := make([]int64, n), make([]int64, n)
+	from, data := make([]string, n), make([]string, n)
 	now := ms(s.now())
 	for i, m := range msgs {
 		if m.AccountID == "" || m.WAMID == "" {
 			return 0, wamux.Errorf(wamux.EInvalid, "inbound message %d needs account_id and wamid", i)
 		}
 		acc[i], wamid[i], typ[i], sent[i], received[i] = m.AccountID, m.WAMID, m.Type, ms(m.SentAt), ms(m.ReceivedAt)
+		from[i], data[i] = storableText(m.From), storableText(string(m.Data))
 		if received[i] == 0 {
 			received[i] = now
 		}
 	}
 	var added int
 	err := s.inTx(ctx, "add inbound messages", func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `INSERT INTO inbound_messages (account_id, wamid, type, sent_at, received_at)
-			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[])
-			ON CONFLICT DO NOTHING`, acc, wamid, typ, sent, received)
+		tag, err := tx.Exec(ctx, `INSERT INTO inbound_messages (account_id, wamid, type, sent_at, received_at, sender, data)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[], $7::text[])
+			ON CONFLICT DO NOTHING`, acc, wamid, typ, sent, received, from, data)
 		added = int(tag.RowsAffected())
 		return err
 	})

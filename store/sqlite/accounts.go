@@ -122,9 +122,10 @@ func (s *Store) UpdateAccount(ctx context.Context, id string, p store.AccountPat
 				cooldown_until = COALESCE(?, cooldown_until),
 				access_token   = COALESCE(?, access_token),
 				base_url       = COALESCE(?, base_url),
+				state_reason   = COALESCE(?, state_reason),
 				updated_at     = ?
 			WHERE id = ? RETURNING `+accountCols,
-			p.RatePerSec, p.Burst, state, cooldown, p.AccessToken, p.BaseURL, ms(s.now()), id)
+			p.RatePerSec, p.Burst, state, cooldown, p.AccessToken, p.BaseURL, store.StateReasonColumn(p), ms(s.now()), id)
 		if err != nil {
 			return fmt.Errorf("sqlite: update account: %w", wrapErr(err))
 		}

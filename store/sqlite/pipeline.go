@@ -110,8 +110,9 @@ func (s *Store) AddInboundMessages(ctx context.Context, msgs []store.InboundMess
 			if received == 0 {
 				received = now
 			}
-			res, err := w.exec(`INSERT INTO inbound_messages (account_id, wamid, type, sent_at, received_at)
-				VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING`, m.AccountID, m.WAMID, m.Type, ms(m.SentAt), received)
+			res, err := w.exec(`INSERT INTO inbound_messages (account_id, wamid, type, sent_at, received_at, sender, data)
+				VALUES (?,?,?,?,?,?,?) ON CONFLICT DO NOTHING`, m.AccountID, m.WAMID, m.Type, ms(m.SentAt), received,
+				m.From, string(m.Data))
 			if err != nil {
 				return fmt.Errorf("sqlite: add inbound messages: %w", wrapErr(err))
 			}
