@@ -29,8 +29,9 @@ var (
 	ErrSignature = errors.New("webhooksig: no matching signature")
 )
 
-// Verifier checks deliveries on the receiving side. It is safe for concurrent
-// use once built.
+// Verifier checks deliveries on the receiving side. Build it with
+// NewVerifier; it is safe for concurrent use as long as Tolerance is not
+// changed.
 type Verifier struct {
 	// Tolerance is the accepted distance between webhook-timestamp and the
 	// receiver's clock, either way; zero or less means DefaultTolerance.
