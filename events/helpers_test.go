@@ -54,10 +54,10 @@ func startManager(t *testing.T, st store.Store, o managerOpts) *events.Manager {
 	}
 	m, err := events.New(events.Config{
 		Store: st, Sealer: testSealer{}, Registry: prometheus.NewRegistry(),
-		Logger: slog.New(slog.DiscardHandler),
-		Guard:  &netguard.Guard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
+		Logger:   slog.New(slog.DiscardHandler),
+		Guard:    &netguard.Guard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
 		Settings: func() settings.Values { return vals },
-		Poll: 5 * time.Millisecond, IdlePoll: 20 * time.Millisecond,
+		Poll:     5 * time.Millisecond, IdlePoll: 20 * time.Millisecond,
 		BackoffBase: 5 * time.Millisecond, BackoffCap: 40 * time.Millisecond,
 	})
 	if err != nil {
