@@ -28,6 +28,16 @@ type NumberStats struct {
 	// Inbound counts messages users sent to the number (Server.Inbound),
 	// each counted against its throughput as Meta does.
 	Inbound int64 `json:"inbound"`
+	// InboundByType splits Inbound by message type (text, image, ...).
+	InboundByType map[string]int64 `json:"inbound_by_type"`
+	// WindowClosed counts sends accepted outside the customer-service
+	// window that then failed with 131047 (Config.ServiceWindow).
+	WindowClosed int64 `json:"window_closed"`
+	// Reads counts inbound messages marked as read; ReadsRejected the
+	// mark-as-read requests answered with an error (code 100). Neither is
+	// a send request.
+	Reads         int64 `json:"reads"`
+	ReadsRejected int64 `json:"reads_rejected"`
 	// PeakRequestsPerSec and PeakAcceptedPerSec are the most requests and
 	// acceptances seen within one clock second.
 	PeakRequestsPerSec int64 `json:"peak_requests_per_sec"`
@@ -61,7 +71,7 @@ type Stats struct {
 func (s *Server) Stats() Stats {
 	st := Stats{
 		Numbers:        map[string]NumberStats{},
-		Totals:         NumberStats{Rejected: map[int]int64{}, Faults: map[string]int64{}},
+		Totals:         NumberStats{Rejected: map[int]int64{}, Faults: map[string]int64{}, InboundByType: map[string]int64{}},
 		UnknownNumber:  s.unknownNumber.Load(),
 		RecordsDropped: s.recordsDropped.Load(),
 	}
@@ -71,12 +81,17 @@ func (s *Server) Stats() Stats {
 			Requests: nb.st.requests, Accepted: nb.st.accepted, Rejected: map[int]int64{},
 			OverLimit: nb.st.overLimit, PairOverLimit: nb.st.pairOverLimit, Duplicates: nb.st.duplicates, Inbound: nb.st.inbound,
 			PeakRequestsPerSec: nb.st.peakRequests, PeakAcceptedPerSec: nb.st.peakAccepted,
-			Faults: map[string]int64{},
+			Faults: map[string]int64{}, InboundByType: map[string]int64{},
+			WindowClosed: nb.st.windowClosed, Reads: nb.st.reads, ReadsRejected: nb.st.readsRejected,
 			Limits: LimitsView{nb.limits.Rate, nb.limits.Burst, nb.limits.PairInterval.String(), nb.limits.PairBurst},
 		}
 		for k, v := range nb.st.rejected {
 			ns.Rejected[k] = v
 			st.Totals.Rejected[k] += v
+		}
+		for k, v := range nb.st.inboundByType {
+			ns.InboundByType[k] = v
+			st.Totals.InboundByType[k] += v
 		}
 		for k, v := range nb.st.faults {
 			ns.Faults[k] = v
@@ -90,6 +105,9 @@ func (s *Server) Stats() Stats {
 		t.PairOverLimit += ns.PairOverLimit
 		t.Duplicates += ns.Duplicates
 		t.Inbound += ns.Inbound
+		t.WindowClosed += ns.WindowClosed
+		t.Reads += ns.Reads
+		t.ReadsRejected += ns.ReadsRejected
 		t.PeakRequestsPerSec = max(t.PeakRequestsPerSec, ns.PeakRequestsPerSec)
 		t.PeakAcceptedPerSec = max(t.PeakAcceptedPerSec, ns.PeakAcceptedPerSec)
 		st.Numbers[nb.id] = ns

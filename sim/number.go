@@ -28,6 +28,10 @@ type number struct {
 	mu    sync.Mutex
 	tat   int64                // throughput GCRA state
 	pairs map[string]pairState // pair limit state per recipient
+	// windows holds when each user last wrote (unix ns on the sim's
+	// clock): the customer-service window; windowPruneAt as pruneAt.
+	windows       map[string]int64
+	windowPruneAt int
 	// pruneAt is the pairs size that triggers the next prune; doubling it
 	// keeps pruning amortised O(1) per send however many pairs are live.
 	pruneAt int
@@ -58,6 +62,10 @@ type numberStats struct {
 	pairOverLimit int64 // 131056
 	duplicates    int64 // accepted with callback data accepted before
 	inbound       int64 // user messages to the number (Inbound)
+	inboundByType map[string]int64
+	windowClosed  int64 // accepted, then failed with 131047
+	reads         int64 // inbound messages marked as read
+	readsRejected int64 // mark-as-read requests answered with an error
 	faults        map[string]int64
 	sec           int64 // current clock second
 	secRequests   int64
@@ -98,10 +106,12 @@ func (nb *number) resetLocked(seed uint64) {
 	nb.tat = 0
 	nb.pairs = make(map[string]pairState)
 	nb.pruneAt = pruneFloor
+	nb.windows = make(map[string]int64)
+	nb.windowPruneAt = pruneFloor
 	h := fnv.New64a()
 	h.Write([]byte(nb.id))
 	nb.rng = rand.New(rand.NewPCG(seed, h.Sum64()))
-	nb.st = numberStats{rejected: make(map[int]int64), faults: make(map[string]int64)}
+	nb.st = numberStats{rejected: make(map[int]int64), faults: make(map[string]int64), inboundByType: make(map[string]int64)}
 	nb.msgs = nil
 }
 

@@ -25,6 +25,10 @@ type sendRequest struct {
 	Contacts              json.RawMessage `json:"contacts"`
 	Interactive           json.RawMessage `json:"interactive"`
 	Reaction              json.RawMessage `json:"reaction"`
+	// Status and MessageID make a mark-as-read request instead of a send
+	// (Meta's "status":"read" on the same endpoint).
+	Status    string `json:"status"`
+	MessageID string `json:"message_id"`
 }
 
 const (
@@ -35,11 +39,15 @@ const (
 
 // parseSend validates a send body as Meta would, answering code 100 with
 // the parameter at fault. On success the request's To, Type and callback
-// data are safe to record.
+// data are safe to record. A body with a status is a mark-as-read: it is
+// returned unchecked, for markRead.
 func parseSend(body []byte) (*sendRequest, *apiError) {
 	r, e := decodeSend(body)
 	if e != nil {
 		return nil, e
+	}
+	if r.Status != "" {
+		return r, nil // a mark-as-read, checked by markRead
 	}
 	if r.MessagingProduct == nil || *r.MessagingProduct == "" {
 		return nil, badParam("The parameter messaging_product is required.", "")

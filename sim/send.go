@@ -101,6 +101,10 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 		apiErr = badParam("Invalid parameter", "Request body could not be read or is larger than 1 MiB.")
 	default:
 		req, apiErr = parseSend(body)
+		if req != nil && req.Status != "" {
+			s.markRead(w, nb, req)
+			return
+		}
 	}
 
 	now := s.cfg.Clock()
@@ -270,6 +274,79 @@ func (s *Server) newWAMID(numberID string) string {
 	raw = append(raw, '.')
 	raw = strconv.AppendUint(raw, s.wamidSeq.Add(1), 36)
 	return "wamid." + base64.StdEncoding.EncodeToString(raw)
+}
+
+// newInboundWAMID makes the id of a user's message to a number. It is
+// marked as inbound inside, so that a mark-as-read can be checked
+// without keeping every inbound id.
+func (s *Server) newInboundWAMID(numberID string) string {
+	return "wamid." + base64.StdEncoding.EncodeToString(s.inboundPrefix(numberID, s.wamidSeq.Add(1)))
+}
+
+func (s *Server) inboundPrefix(numberID string, seq uint64) []byte {
+	raw := make([]byte, 0, 48)
+	raw = append(raw, "HBgL"...)
+	raw = append(raw, numberID...)
+	raw = append(raw, ".in."...)
+	raw = strconv.AppendUint(raw, s.cfg.Seed, 36)
+	raw = append(raw, '.')
+	if seq > 0 {
+		raw = strconv.AppendUint(raw, seq, 36)
+	}
+	return raw
+}
+
+// isInbound reports whether wamid is a message a user sent to the
+// number: one this server made with newInboundWAMID for it.
+func (s *Server) isInbound(numberID, wamid string) bool {
+	b64, ok := strings.CutPrefix(wamid, "wamid.")
+	if !ok {
+		return false
+	}
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return false
+	}
+	rest, ok := strings.CutPrefix(string(raw), string(s.inboundPrefix(numberID, 0)))
+	if !ok {
+		return false
+	}
+	seq, err := strconv.ParseUint(rest, 36, 64)
+	return err == nil && seq > 0 && seq <= s.wamidSeq.Load() && strconv.FormatUint(seq, 36) == rest
+}
+
+// markRead answers a mark-as-read request (a body with "status":"read"
+// and the message_id of a message a user sent to the number): 200
+// {"success":true}, or code 100 for anything else. It is not a message,
+// so it takes no throughput and draws no fault.
+func (s *Server) markRead(w http.ResponseWriter, nb *number, req *sendRequest) {
+	var e *apiError
+	switch {
+	case req.MessagingProduct == nil || *req.MessagingProduct == "":
+		e = badParam("The parameter messaging_product is required.", "")
+	case *req.MessagingProduct != "whatsapp":
+		e = badParam(`Param messaging_product must be one of {WHATSAPP} - got "`+clip(*req.MessagingProduct)+`".`, "")
+	case req.Status != "read":
+		e = badParam(`Param status must be one of {READ} - got "`+clip(req.Status)+`".`, "")
+	case req.MessageID == "":
+		e = badParam("The parameter message_id is required.", "")
+	case !s.isInbound(nb.id, req.MessageID):
+		e = badParam("Invalid parameter", "Invalid message_id: "+clip(req.MessageID)+" is not a message received by this phone number.")
+	}
+	nb.mu.Lock()
+	if e != nil {
+		nb.st.readsRejected++
+	} else {
+		nb.st.reads++
+	}
+	nb.mu.Unlock()
+	if e != nil {
+		e.write(w)
+		return
+	}
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	w.Write([]byte(`{"success":true}`))
 }
 
 func writeAccepted(w http.ResponseWriter, m Message) {

@@ -111,6 +111,7 @@ func (s *Server) AddNumber(n Number) error {
 	if old, ok := s.numbers[n.PhoneNumberID]; ok {
 		old.mu.Lock()
 		nb.tat, nb.pairs, nb.rng, nb.st, nb.msgs = old.tat, old.pairs, old.rng, old.st, old.msgs
+		nb.windows, nb.pruneAt, nb.windowPruneAt = old.windows, old.pruneAt, old.windowPruneAt
 		old.mu.Unlock()
 	}
 	s.numbers[n.PhoneNumberID] = nb
