@@ -43,6 +43,7 @@ func FuzzParseWebhook(f *testing.F) {
 	f.Add([]byte(`{"object":"whatsapp_business_account","entry":[{"changes":[{"value":{"errors":[{"code":1}]}}]}]}`))
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`null`))
+	addInboundSeeds(f)
 	f.Add([]byte(`{"object":"whatsapp_business_account","entry":[{"changes":[{"field":"messages","value":{` +
 		`"statuses":[{"id":"wamid.bad","status":"sent","timestamp":1},{"id":"wamid.ok","status":"sent","timestamp":"1"}]}}]}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -58,6 +59,13 @@ func FuzzParseWebhook(f *testing.F) {
 						t.Fatalf("unreadable item %+v", u)
 					}
 				}
+				for _, m := range c.Value.Messages {
+					for name, v := range m.Content(m.Type, "errors") {
+						if !json.Valid(v) || (name != m.Type && name != "errors") {
+							t.Fatalf("content %q of %q: %q", name, m.Raw, v)
+						}
+					}
+				}
 				for _, s := range c.Value.Statuses {
 					r, err := s.Receipt()
 					if err == nil && (r.MessageID == "" || r.Type.Version() == 0) {
@@ -67,6 +75,19 @@ func FuzzParseWebhook(f *testing.F) {
 			}
 		}
 	})
+}
+
+// addInboundSeeds adds inbound messages of other types, a reply's context,
+// a null item, keys of another case, a duplicate key and fields of
+// another shape.
+func addInboundSeeds(f *testing.F) {
+	f.Add([]byte(`{"object":"whatsapp_business_account","entry":[{"changes":[{"field":"messages","value":{"metadata":{"phone_number_id":"p"},` +
+		`"contacts":[{"profile":{"name":"Ana"},"wa_id":"3"}],"messages":[{"from":"3","id":"wamid.i","timestamp":"1","type":"image",` +
+		`"image":{"id":"m1","mime_type":"image/jpeg","sha256":"h","caption":"c"},"context":{"from":"1","id":"wamid.o"}},null,` +
+		`{"FROM":"3","Id":"wamid.j","type":"location","location":{"latitude":1.5,"longitude":-2}, "Context":null},` +
+		`{"id":"wamid.k","id":"wamid.l","type":"interactive","interactive":{"type":"button_reply","button_reply":{"id":"b","title":"t"}}}]}}]}]}`))
+	f.Add([]byte(`{"entry":[{"changes":[{"field":"messages","value":{"messages":[{"id":"w","context":"not an object"},{"id":"v","text":{"body":1}}]}}]}]}`))
+	f.Add([]byte(`{"entry":[{"changes":[{"value":{"messages":[{"id":"w"}],"messages":[{"type":"x"},{"id":"y"}]}}]}]}`))
 }
 
 func FuzzVerifySignature(f *testing.F) {
@@ -101,6 +122,7 @@ func FuzzParseWebhookMatchesStdlib(f *testing.F) {
 		`"error_data":{"details":"d"},"href":"h"}]}]}}]}]}`))
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`null`))
+	addInboundSeeds(f)
 	f.Add([]byte(`{"object":"x","Object":"y","ENTRY":[{"ID":"a"}]}`))
 	f.Add([]byte("{\"object\":\"\xff\"}"))
 	f.Add([]byte(`{"object":"a"} {}`))
@@ -148,7 +170,37 @@ func FuzzParseWebhookMatchesStdlib(f *testing.F) {
 		if err == nil && !reflect.DeepEqual(*got, want) {
 			t.Fatalf("decoded differently from encoding/json on %q:\n got %+v\nwant %+v", body, *got, want)
 		}
+		if err == nil {
+			checkInboundMatchesStdlib(t, got)
+		}
 	})
+}
+
+// checkInboundMatchesStdlib: every inbound message's fields are what
+// encoding/json decodes from its Raw, which is valid JSON.
+func checkInboundMatchesStdlib(t *testing.T, w *cloudapi.Webhook) {
+	t.Helper()
+	for _, e := range w.Entry {
+		for _, c := range e.Changes {
+			for _, m := range c.Value.Messages {
+				if m.Raw == nil {
+					continue // a null item
+				}
+				var want struct {
+					From, ID, Timestamp, Type string
+					Context                   *cloudapi.InboundContext
+					Text                      *cloudapi.InboundText
+				}
+				if err := json.Unmarshal(m.Raw, &want); err != nil {
+					t.Fatalf("Raw %q does not decode: %v", m.Raw, err)
+				}
+				if m.From != want.From || m.ID != want.ID || m.Timestamp != want.Timestamp || m.Type != want.Type ||
+					!reflect.DeepEqual(m.Context, want.Context) || !reflect.DeepEqual(m.Text, want.Text) {
+					t.Fatalf("inbound message %+v, encoding/json decodes %q to %+v", m, m.Raw, want)
+				}
+			}
+		}
+	}
 }
 
 // TestParseWebhookRefusesDeepNesting: encoding/json refuses nesting deeper

@@ -89,19 +89,87 @@ type Contact struct {
 	WaID string `json:"wa_id"`
 }
 
-// InboundMessage is a message a user sent to the business; only text
-// content is decoded, other types keep just their type name.
+// InboundMessage is a message a user sent to the business. The fields
+// every type shares are decoded; Raw is the whole item as Meta sent it,
+// for the type's content (Content) and whatever Meta adds.
 type InboundMessage struct {
-	From      string       `json:"from"`
-	ID        string       `json:"id"`
-	Timestamp string       `json:"timestamp"`
-	Type      string       `json:"type"`
-	Text      *InboundText `json:"text,omitempty"`
+	From      string          `json:"from"`
+	ID        string          `json:"id"`
+	Timestamp string          `json:"timestamp"`
+	Type      string          `json:"type"`
+	Context   *InboundContext `json:"context,omitempty"`
+	Text      *InboundText    `json:"text,omitempty"`
+	// Raw is the item as received (set when decoded, never encoded).
+	Raw json.RawMessage `json:"-"`
+}
+
+// InboundContext names the message an inbound message replies to (or, for
+// a product enquiry, was forwarded from): ID is its wamid, From its sender.
+type InboundContext struct {
+	From string `json:"from,omitempty"`
+	ID   string `json:"id,omitempty"`
 }
 
 // InboundText is the content of an inbound text message.
 type InboundText struct {
 	Body string `json:"body"`
+}
+
+// inboundFields is InboundMessage without its methods, for UnmarshalJSON.
+type inboundFields struct {
+	From      string          `json:"from"`
+	ID        string          `json:"id"`
+	Timestamp string          `json:"timestamp"`
+	Type      string          `json:"type"`
+	Context   *InboundContext `json:"context,omitempty"`
+	Text      *InboundText    `json:"text,omitempty"`
+}
+
+// UnmarshalJSON decodes the shared fields of an item and keeps a copy of
+// its bytes in Raw, so the whole body is parsed once whichever decoder
+// reads it. null leaves m as it is, as for a struct without the method.
+func (m *InboundMessage) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		return nil
+	}
+	var f inboundFields
+	if err := gojson.Unmarshal(data, &f); err != nil {
+		return err
+	}
+	*m = InboundMessage{From: f.From, ID: f.ID, Timestamp: f.Timestamp, Type: f.Type, Context: f.Context, Text: f.Text,
+		Raw: append(json.RawMessage(nil), data...)}
+	return nil
+}
+
+// Content returns the fields of Raw named in names (Meta's key for the
+// type's object, such as "image", and "errors" of an unsupported message),
+// as received; a name Raw lacks is left out.
+func (m *InboundMessage) Content(names ...string) map[string]json.RawMessage {
+	if len(m.Raw) == 0 || len(names) == 0 {
+		return nil
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(m.Raw, &fields) != nil {
+		return nil
+	}
+	out := make(map[string]json.RawMessage, len(names))
+	for _, n := range names {
+		if v, ok := fields[n]; ok {
+			out[n] = v
+		}
+	}
+	return out
+}
+
+// ProfileName is the profile name of the contact whose wa_id is waID, as
+// the value's contacts name the senders of its messages; "" when none.
+func (v *Value) ProfileName(waID string) string {
+	for i := range v.Contacts {
+		if v.Contacts[i].WaID == waID {
+			return v.Contacts[i].Profile.Name
+		}
+	}
+	return ""
 }
 
 // Status is one receipt about one of our messages.

@@ -143,3 +143,46 @@ func TestParseWebhookKeepsReadableItems(t *testing.T) {
 		t.Fatalf("unreadable:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestParseWebhookKeepsInboundItems: each inbound message keeps its item
+// as sent, its shared fields, its context and its sender's profile name.
+func TestParseWebhookKeepsInboundItems(t *testing.T) {
+	image := `{"from":"16505551234","id":"wamid.IMG","timestamp":"1750030100","type":"image",` +
+		`"context":{"from":"15550783881","id":"wamid.OURS"},` +
+		`"image":{"caption":"blue?","mime_type":"image/jpeg","sha256":"abc=","id":"1003"}}`
+	reaction := `{"from":"16505559999","id":"wamid.R","timestamp":"1750030101","type":"reaction","reaction":{"message_id":"wamid.OURS","emoji":"\ud83d\udc4d"}}`
+	body := `{"object":"whatsapp_business_account","entry":[{"id":"1","changes":[{"field":"messages","value":{` +
+		`"messaging_product":"whatsapp","metadata":{"phone_number_id":"106540352242922"},` +
+		`"contacts":[{"profile":{"name":"Sheena"},"wa_id":"16505551234"},{"profile":{"name":"Ravi"},"wa_id":"16505559999"}],` +
+		`"messages":[` + image + `,` + reaction + `]}}]}]}`
+	for name, parse := range map[string]func([]byte) (*cloudapi.Webhook, error){
+		"ParseWebhook": cloudapi.ParseWebhook, "ParseWebhookByChange": cloudapi.ParseWebhookByChange,
+	} {
+		w, err := parse([]byte(body))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		v := &w.Entry[0].Changes[0].Value
+		if len(v.Messages) != 2 {
+			t.Fatalf("%s: %d messages", name, len(v.Messages))
+		}
+		img, re := v.Messages[0], v.Messages[1]
+		if string(img.Raw) != image || string(re.Raw) != reaction {
+			t.Fatalf("%s: raw items %q, %q", name, img.Raw, re.Raw)
+		}
+		if img.From != "16505551234" || img.ID != "wamid.IMG" || img.Timestamp != "1750030100" || img.Type != "image" ||
+			img.Context == nil || *img.Context != (cloudapi.InboundContext{From: "15550783881", ID: "wamid.OURS"}) || re.Context != nil {
+			t.Fatalf("%s: fields %+v", name, img)
+		}
+		c := img.Content("image", "errors")
+		if len(c) != 1 || string(c["image"]) != `{"caption":"blue?","mime_type":"image/jpeg","sha256":"abc=","id":"1003"}` {
+			t.Fatalf("%s: content %q", name, c)
+		}
+		if got := string(re.Content("reaction")["reaction"]); got != `{"message_id":"wamid.OURS","emoji":"\ud83d\udc4d"}` {
+			t.Fatalf("%s: reaction %q", name, got)
+		}
+		if v.ProfileName("16505559999") != "Ravi" || v.ProfileName("16505551234") != "Sheena" || v.ProfileName("1") != "" {
+			t.Fatalf("%s: profile names", name)
+		}
+	}
+}
