@@ -101,6 +101,14 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, wamux.Errorf(wamux.ENotFound, "no account has the notification's phone_number_id"))
 		return
 	}
+	if len(n.inbound) > 0 {
+		ours, err := s.repliedMessages(ctx, &n)
+		if err != nil {
+			s.fail(w, r, "webhook: find replied-to messages", err)
+			return
+		}
+		n.fillInboundData(ours)
+	}
 	if doing, err := s.keepWebhook(ctx, &n); err != nil {
 		s.fail(w, r, doing, err)
 		return
@@ -176,8 +184,10 @@ type normalized struct {
 	known    int // of those, values whose phone number belongs to an account
 	receipts []wamux.Receipt
 	inbound  []store.InboundMessage
-	dead     map[string][]store.DeadLetter // by reason label
-	ignored  int                           // statuses we do not track (played)
+	// inboundSrc[i] is what inbound[i] was made of, for its event data.
+	inboundSrc []inboundSource
+	dead       map[string][]store.DeadLetter // by reason label
+	ignored    int                           // statuses we do not track (played)
 }
 
 // normalizeWebhook walks every entry, change and status (all levels are
@@ -209,7 +219,7 @@ func normalizeWebhook(hook *cloudapi.Webhook, lookup func(phoneID string) (strin
 			}
 			n.known++
 			n.addStatuses(account, v.Statuses, now)
-			n.addInbound(account, v.Messages, now)
+			n.addInbound(account, v, now)
 			for _, e := range v.Errors {
 				n.deadLetter("provider_error", account, fmt.Sprintf("provider error notification: code %d: %s", e.Code, e.Title), e)
 			}
@@ -254,10 +264,12 @@ func (n *normalized) addStatuses(account string, statuses []cloudapi.Status, now
 	}
 }
 
-// addInbound turns what customers wrote to account into inbound records.
-func (n *normalized) addInbound(account string, messages []cloudapi.InboundMessage, now time.Time) {
-	for _, m := range messages {
-		in := store.InboundMessage{AccountID: account, WAMID: m.ID, Type: m.Type, ReceivedAt: now}
+// addInbound turns what customers wrote to account into inbound records;
+// their event data is filled later (fillInboundData).
+func (n *normalized) addInbound(account string, v *cloudapi.Value, now time.Time) {
+	for i := range v.Messages {
+		m := &v.Messages[i]
+		in := store.InboundMessage{AccountID: account, WAMID: m.ID, Type: m.Type, From: m.From, ReceivedAt: now}
 		if err := receipts.NormalizeInbound(&in); err != nil {
 			// Not the user's text or number, as for an unknown number.
 			n.deadLetter("invalid_inbound", account, wamux.ErrorMessage(err), map[string]string{"id": m.ID, "type": m.Type, "timestamp": m.Timestamp})
@@ -267,6 +279,7 @@ func (n *normalized) addInbound(account string, messages []cloudapi.InboundMessa
 			in.SentAt = time.Unix(secs, 0).UTC()
 		}
 		n.inbound = append(n.inbound, in)
+		n.inboundSrc = append(n.inboundSrc, inboundSource{msg: m, profile: v.ProfileName(m.From)})
 	}
 }
 

@@ -1,8 +1,11 @@
 package httpapi
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/receipts"
@@ -24,6 +27,11 @@ func FuzzNormalizeWebhook(f *testing.F) {
 	// Items of another JSON shape beside readable ones, of a known and an
 	// unknown number.
 	f.Add([]byte(`{"object":"whatsapp_business_account","entry":[{"changes":[{"field":"messages","value":{"metadata":{"phone_number_id":"p1"},"statuses":[{"id":"w1","status":"sent","timestamp":1},{"id":"w2","status":"sent","timestamp":"1750030073"},7],"messages":[{"id":"in","type":"text","timestamp":1}],"errors":[{"code":"1"}]}},{"field":"messages","value":{"metadata":{"phone_number_id":"p2"},"statuses":[{"id":"w3","status":"read","timestamp":true}]}}]}]}`))
+	f.Add([]byte(`{"object":"whatsapp_business_account","entry":[{"changes":[{"field":"messages","value":{"metadata":{"phone_number_id":"p1"},` +
+		`"contacts":[{"profile":{"name":"K\u00e9"},"wa_id":"1"}],"messages":[{"from":"1","id":"wamid.A","timestamp":"1750030100","type":"image",` +
+		`"image":{"id":"m","caption":"\ud800 x"},"context":{"from":"2","id":"wamid.OURS"}},{"from":"1","id":"wamid.B","timestamp":"-99999999999999",` +
+		`"type":"from","from":"1"},{"id":"wamid.C","type":"unsupported","errors":[{"code":131051}],"context":{"id":"wamid.X"}}]}}]}]}`))
+	f.Add([]byte("{\"entry\":[{\"changes\":[{\"value\":{\"metadata\":{\"phone_number_id\":\"p1\"},\"messages\":[{\"id\":\"w\",\"from\":\"\xff\",\"type\":\"text\",\"text\":{\"body\":\"\xfe\"}}]}}]}]}"))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		hook, err := cloudapi.ParseWebhook(body)
 		if err != nil {
@@ -63,6 +71,27 @@ func FuzzNormalizeWebhook(f *testing.F) {
 			again := r
 			if err := receipts.Normalize(&again); err != nil || again != r {
 				t.Fatalf("receipt %+v is not in canonical form (%v)", r, err)
+			}
+		}
+		n.fillInboundData(map[replyKey]string{{"acc1", "wamid.OURS"}: "msg-1"})
+		for _, in := range n.inbound {
+			var data struct {
+				AccountID string `json:"account_id"`
+				WAMID     string `json:"wamid"`
+				From      string `json:"from"`
+				Context   *struct {
+					WAMID string `json:"wamid"`
+					MsgID string `json:"msg_id"`
+				} `json:"context"`
+			}
+			if !utf8.Valid(in.Data) || json.Unmarshal(in.Data, &data) != nil {
+				t.Fatalf("event data %q is not a JSON object in UTF-8", in.Data)
+			}
+			if data.AccountID != in.AccountID || data.WAMID != in.WAMID || data.From != strings.ToValidUTF8(in.From, "\uFFFD") {
+				t.Fatalf("event data %q of %+v", in.Data, in)
+			}
+			if data.Context != nil && (data.Context.MsgID != "") != (data.Context.WAMID == "wamid.OURS") {
+				t.Fatalf("event data %q names msg_id %q", in.Data, data.Context.MsgID)
 			}
 		}
 		if n.known == 0 && (len(n.receipts) > 0 || len(n.inbound) > 0 || len(n.dead) > 0) {

@@ -67,8 +67,19 @@ func openAccountStore(t *testing.T) (*sqlite.Store, *syncBuffer, *slog.Logger) {
 // store's, wired to the pipeline and /v1/config) when withSettings.
 func newReceiptServer(t *testing.T, withSettings bool) (*receiptBundle, *settings.Manager) {
 	t.Helper()
+	return newReceiptServerWith(t, withSettings, nil)
+}
+
+// newReceiptServerWith is newReceiptServer whose API reads the store
+// through wrap (when not nil).
+func newReceiptServerWith(t *testing.T, withSettings bool, wrap func(store.Store) store.Store) (*receiptBundle, *settings.Manager) {
+	t.Helper()
 	ctx := context.Background()
 	st, logs, log := openAccountStore(t)
+	var apiStore store.Store = st
+	if wrap != nil {
+		apiStore = wrap(st)
+	}
 	var set *settings.Manager
 	if withSettings {
 		var err error
@@ -85,7 +96,7 @@ func newReceiptServer(t *testing.T, withSettings bool) (*receiptBundle, *setting
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pipe.Stop(context.Background()) })
-	api, err := httpapi.New(httpapi.Config{Store: st, Registry: reg, APIKeys: []string{testKey}, Logger: log,
+	api, err := httpapi.New(httpapi.Config{Store: apiStore, Registry: reg, APIKeys: []string{testKey}, Logger: log,
 		Receipts: pipe, Settings: set, AppSecret: appSecret + ", " + secondSecret, VerifyToken: verifyToken})
 	if err != nil {
 		t.Fatal(err)
