@@ -203,6 +203,13 @@ type Config struct {
 	Limits   Limits
 	Webhooks Webhooks
 	Faults   Faults
+	// ServiceWindow enforces Meta's 24 h customer-service window
+	// (reference §8): a send other than a template to a user who has not
+	// written to the number (Inbound) within 24 h on the sim's clock is
+	// accepted, as Meta accepts it, and then gets a failed status with
+	// code 131047 instead of sent, delivered and read. Off by default:
+	// every send is delivered whoever it goes to.
+	ServiceWindow bool
 	// Seed makes fault and webhook draws reproducible (per number, for
 	// sequential sends). Zero is a fixed seed too.
 	Seed uint64

@@ -407,6 +407,13 @@ func (nb *number) openWindowLocked(from string, ns int64) {
 	nb.windowPruneAt = max(pruneFloor, 2*len(nb.windows))
 }
 
+// windowOpenLocked reports whether the user wrote to the number within
+// the last 24 h; the caller holds nb.mu.
+func (nb *number) windowOpenLocked(to string, ns int64) bool {
+	at, ok := nb.windows[to]
+	return ok && ns-at < serviceWindow
+}
+
 // enqueueReady queues a notification that is already built, to be posted
 // at once; it reports false, counting it dropped, when the queue is full.
 func (h *webhooker) enqueueReady(b *batch) bool {

@@ -82,6 +82,12 @@ func (rc *hookSink) body(wamid string) []byte {
 	return rc.inbound[wamid]
 }
 
+func (rc *hookSink) statusesOf(wamid string) []cloudapi.Status {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]cloudapi.Status(nil), rc.statuses[wamid]...)
+}
+
 // postJSON posts body to the simulator and returns the status and answer.
 func (h *harness) postJSON(path, body string) (int, []byte) {
 	h.t.Helper()

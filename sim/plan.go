@@ -74,12 +74,7 @@ func (s *Server) plan(nb *number, m Message) []hookStatus {
 				st.Pricing = pricing(m.Type)
 			}
 		case "failed":
-			title, details := asyncError(wc.FailCode)
-			st.Errors = []cloudapi.WebhookError{{
-				Code: wc.FailCode, Title: title, Message: title,
-				ErrorData: &cloudapi.ErrorData{Details: details},
-				Href:      "/documentation/business-messaging/whatsapp/support/error-codes",
-			}}
+			st.Errors = webhookErrors(wc.FailCode)
 		}
 		out = append(out, hookStatus{due: wallNow.Add(dues[i]), number: nb, status: st})
 		if nb.chance(fc.WebhookDuplicate) {
@@ -93,6 +88,35 @@ func (s *Server) plan(nb *number, m Message) []hookStatus {
 		slices.Reverse(out)
 	}
 	return out
+}
+
+// planReengagement plans the one status of a message sent outside its
+// recipient's customer-service window: failed with 131047 ("Re-engagement
+// message"), after one draw from the delay range (after the hold when
+// paced), with no pricing: Meta does not deliver it. The caller holds
+// nb.mu.
+func (s *Server) planReengagement(nb *number, m Message) []hookStatus {
+	after := nb.between(s.cfg.Webhooks.Delay)
+	if m.Paced {
+		after += nb.faults.PacedHold
+	}
+	st := cloudapi.Status{
+		ID: m.WAMID, Status: "failed", RecipientID: waID(m.To), BizOpaqueCallbackData: m.CallbackData,
+		Timestamp: strconv.FormatInt(m.AcceptedAt.Add(after).Unix(), 10),
+		Errors:    webhookErrors(131047),
+	}
+	return []hookStatus{{due: time.Now().Add(after), number: nb, status: st}}
+}
+
+// webhookErrors is a failed status's errors[] for code, in Meta's shape
+// (reference §4.4 b): title, message, error_data.details and href.
+func webhookErrors(code int) []cloudapi.WebhookError {
+	title, details := asyncError(code)
+	return []cloudapi.WebhookError{{
+		Code: code, Title: title, Message: title,
+		ErrorData: &cloudapi.ErrorData{Details: details},
+		Href:      "/documentation/business-messaging/whatsapp/support/error-codes",
+	}}
 }
 
 // pricing is the v24-style pricing block: templates are billed, free-form

@@ -29,6 +29,10 @@ type Message struct {
 	// and never got a status.
 	Paced        bool `json:"paced,omitempty"`
 	PacedDropped bool `json:"paced_dropped,omitempty"`
+	// WindowClosed is true when the send was not a template and its
+	// recipient's customer-service window was closed (Config.ServiceWindow):
+	// its only status is failed with code 131047.
+	WindowClosed bool `json:"window_closed,omitempty"`
 	// Body is the request body exactly as received.
 	Body json.RawMessage `json:"body"`
 }
@@ -227,6 +231,10 @@ func (s *Server) decide(nb *number, req *sendRequest, apiErr *apiError, body []b
 			nb.st.faults["paced_dropped"]++
 		}
 	}
+	if s.cfg.ServiceWindow && req.Type != "template" && !nb.windowOpenLocked(to, ns) {
+		msg.WindowClosed = true
+		nb.st.windowClosed++
+	}
 	if msg.CallbackData != "" && !s.callbacks.add(msg.CallbackData) {
 		msg.Duplicate = true
 		nb.st.duplicates++
@@ -239,7 +247,11 @@ func (s *Server) decide(nb *number, req *sendRequest, apiErr *apiError, body []b
 		s.recordsDropped.Add(1)
 	}
 	var plan []hookStatus
-	if s.hooks != nil && !msg.PacedDropped {
+	switch {
+	case s.hooks == nil || msg.PacedDropped:
+	case msg.WindowClosed:
+		plan = s.planReengagement(nb, msg)
+	default:
 		plan = s.plan(nb, msg)
 	}
 	return msg, f, plan, nil
