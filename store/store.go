@@ -36,6 +36,7 @@ type Store interface {
 	SettingsStore
 	PipelineStore // the receipt pipeline
 	EventStore
+	InboundStore
 }
 
 // AccountStore keeps the business phone numbers.

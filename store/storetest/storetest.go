@@ -42,6 +42,7 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("Closed", func(t *testing.T) { testClosed(t, newStore(t)) })
 	t.Run("Pipeline", func(t *testing.T) { testPipeline(t, newStore) })
 	t.Run("Events", func(t *testing.T) { testEvents(t, newStore) })
+	t.Run("Inbound", func(t *testing.T) { testInbound(t, newStore) })
 }
 
 func ctx(t *testing.T) context.Context { return t.Context() }
