@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -19,7 +20,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/wamux/wamux/config"
+	"github.com/wamux/wamux/events"
 	"github.com/wamux/wamux/httpapi"
+	"github.com/wamux/wamux/internal/netguard"
+	"github.com/wamux/wamux/internal/seal"
 	"github.com/wamux/wamux/outbound"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/receipts"
@@ -31,6 +35,10 @@ import (
 
 // SQLiteFile is the database file name inside the data directory.
 const SQLiteFile = "wamux.db"
+
+// SecretKeyFile, in the data directory, holds the key that seals secrets
+// at rest when no secret_key (WAMUX_SECRET_KEY) is configured.
+const SecretKeyFile = "secret.key"
 
 // App is one running gateway. It is embeddable in tests: listen on
 // 127.0.0.1:0 with a temporary data dir and read Addr.
@@ -56,6 +64,7 @@ type App struct {
 	fatal     chan error
 	settings  *settings.Manager
 	receipts  *receipts.Pipeline
+	events    *events.Manager
 	// closeProvider releases the Cloud API client Start made (its
 	// keep-alive connections); a no-op for a Provider given by the caller.
 	closeProvider func()
@@ -173,7 +182,12 @@ func (a *App) Start(ctx context.Context) error {
 	if err != nil {
 		return u.fail(err)
 	}
+	evs, err := a.startEvents(ctx, &u, st, set)
+	if err != nil {
+		return u.fail(err)
+	}
 	api, err := httpapi.New(httpapi.Config{
+		Events:      evs,
 		Store:       st,
 		Logger:      a.log,
 		Registry:    a.registry,
@@ -196,7 +210,7 @@ func (a *App) Start(ctx context.Context) error {
 		a.log.Warn("no API keys configured (WAMUX_API_KEYS): every /v1 request will be refused")
 	}
 	a.store, a.listener, a.dispatcher, a.settings = st, ln, disp, set
-	a.receipts, a.closeProvider = pipe, closeProvider
+	a.receipts, a.closeProvider, a.events = pipe, closeProvider, evs
 	a.claim = claim
 	a.watchLost(disp)
 	a.serve(api, ln)
@@ -327,6 +341,35 @@ func (a *App) startReceipts(ctx context.Context, u *undoStack, st store.Store, s
 	return pipe, nil
 }
 
+// startEvents starts delivering events to subscriptions. Their secrets
+// are sealed with the configured key, or with a key file in the data
+// directory.
+func (a *App) startEvents(ctx context.Context, u *undoStack, st store.Store, set *settings.Manager) (*events.Manager, error) {
+	if a.cfg.SecretKey == "" {
+		if err := os.MkdirAll(a.cfg.DataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("app: data directory for the secret key: %w", err)
+		}
+	}
+	keys, err := seal.FromEnvOrFile(a.cfg.SecretKey, filepath.Join(a.cfg.DataDir, SecretKeyFile))
+	if err != nil {
+		return nil, fmt.Errorf("app: secret key: %w", err)
+	}
+	allow, err := netguard.ParseNetworks(a.cfg.EventAllowNetworks)
+	if err != nil {
+		return nil, fmt.Errorf("app: event_allow_networks: %w", err)
+	}
+	m, err := events.New(events.Config{Store: st, Sealer: keys, Registry: a.registry, Logger: a.log,
+		Guard: &netguard.Guard{Allow: allow}, Settings: set.Current})
+	if err != nil {
+		return nil, fmt.Errorf("app: events: %w", err)
+	}
+	if err := m.Start(ctx); err != nil {
+		return nil, fmt.Errorf("app: events: %w", err)
+	}
+	u.push(m.Stop)
+	return m, nil
+}
+
 // serve starts the HTTP server on ln. Every phase of a connection is
 // bounded, so a client that trickles its request, never reads the answer
 // or idles cannot hold a socket and a goroutine for ever. WriteTimeout
@@ -381,6 +424,7 @@ func (a *App) Stop(ctx context.Context) error {
 	if err := <-dispatcherStopped; err != nil {
 		errs = append(errs, err)
 	}
+	a.events.Stop()   // deliveries in flight are attempted again after the next start
 	a.closeProvider() // no call of the dispatcher is open any more
 	if err := a.store.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close store: %w", err))

@@ -24,6 +24,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/wamux/wamux/internal/netguard"
 	"github.com/wamux/wamux/settings"
 )
 
@@ -66,6 +67,15 @@ type Config struct {
 	AppSecret string `yaml:"app_secret"`
 	// VerifyToken answers Meta's webhook verification handshake.
 	VerifyToken string `yaml:"verify_token"`
+	// SecretKey encrypts secrets at rest (subscription signing secrets):
+	// base64 of 32 bytes, several comma-separated during a rotation (the
+	// first encrypts, all decrypt). Empty: a key file in the data
+	// directory, created on first start.
+	SecretKey string `yaml:"secret_key"`
+	// EventAllowNetworks are CIDRs where event subscriptions may point
+	// although private, loopback or link-local, and where plain http is
+	// accepted (comma-separated).
+	EventAllowNetworks string `yaml:"event_allow_networks"`
 	// LogFormat is "text" or "json"; LogLevel one of debug, info, warn, error.
 	LogFormat string `yaml:"log_format"`
 	LogLevel  string `yaml:"log_level"`
@@ -139,6 +149,9 @@ func (c Config) Validate() error {
 	}
 	if c.Store == "sqlite" && c.DataDir == "" {
 		return errors.New("data_dir must not be empty with the sqlite store")
+	}
+	if _, err := netguard.ParseNetworks(c.EventAllowNetworks); err != nil {
+		return fmt.Errorf("event_allow_networks: %w", err)
 	}
 	switch c.LogFormat {
 	case "text", "json":
@@ -225,8 +238,8 @@ func parseFlags(args []string, out io.Writer) (*serveFlags, error) {
 	fs.Usage = func() {
 		fmt.Fprintln(out, "usage: wamux serve [flags]")
 		fmt.Fprintln(out, "\nRuns the gateway. Precedence: flags > WAMUX_* environment > config file > defaults.")
-		fmt.Fprintln(out, "Secrets have no flags: WAMUX_API_KEYS (comma-separated), WAMUX_APP_SECRET, WAMUX_VERIFY_TOKEN, or the file's")
-		fmt.Fprintln(out, "api_keys, app_secret, verify_token. Every WAMUX_* variable and file key: docs/configuration.md.")
+		fmt.Fprintln(out, "Secrets have no flags: WAMUX_API_KEYS (comma-separated), WAMUX_APP_SECRET, WAMUX_VERIFY_TOKEN, WAMUX_SECRET_KEY,")
+		fmt.Fprintln(out, "or the file's api_keys, app_secret, verify_token, secret_key. Every WAMUX_* variable and file key: docs/configuration.md.")
 		fmt.Fprintln(out, "\nflags:")
 		fs.PrintDefaults()
 	}
@@ -289,6 +302,8 @@ func applyEnv(c *Config, getenv func(string) string) error {
 	env("WAMUX_REDIS", &c.Redis)
 	env("WAMUX_APP_SECRET", &c.AppSecret)
 	env("WAMUX_VERIFY_TOKEN", &c.VerifyToken)
+	env("WAMUX_SECRET_KEY", &c.SecretKey)
+	env("WAMUX_EVENT_ALLOW_NETWORKS", &c.EventAllowNetworks)
 	env("WAMUX_LOG_FORMAT", &c.LogFormat)
 	env("WAMUX_LOG_LEVEL", &c.LogLevel)
 	if v := getenv("WAMUX_API_KEYS"); v != "" {

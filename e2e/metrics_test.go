@@ -97,8 +97,9 @@ func TestDemoMetrics(t *testing.T) {
 
 // freeLabels take values docs/metrics.md describes rather than lists:
 // account ids, partition numbers, priorities (named in its introduction),
-// route patterns, status and error codes, histogram bounds.
-var freeLabels = []string{"account", "partition", "priority", "route", "code", "le"}
+// route patterns, status and error codes, histogram bounds, subscription
+// ids.
+var freeLabels = []string{"account", "partition", "priority", "route", "code", "le", "subscription"}
 
 var (
 	seriesLine = regexp.MustCompile(`^(wamux_[a-z0-9_]+)\{(.*)\} `)

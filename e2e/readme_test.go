@@ -186,6 +186,8 @@ var configSample = map[string]string{
 	"api_keys":               "first-key-0001",
 	"app_secret":             "an-app-secret",
 	"verify_token":           "a-verify-token",
+	"secret_key":             "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
+	"event_allow_networks":   "127.0.0.0/8",
 	"log_format":             "json",
 	"log_level":              "debug",
 	"shutdown_timeout":       "7s",
@@ -212,6 +214,10 @@ func configField(c config.Config, key string) string {
 		return c.AppSecret
 	case "verify_token":
 		return c.VerifyToken
+	case "secret_key":
+		return c.SecretKey
+	case "event_allow_networks":
+		return c.EventAllowNetworks
 	case "log_format":
 		return c.LogFormat
 	case "log_level":

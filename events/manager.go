@@ -208,7 +208,9 @@ func (m *Manager) prune(ctx context.Context) {
 			}
 			return
 		}
-		m.metrics.pruned.Add(float64(n))
+		if n > 0 {
+			m.log.Info("events: pruned", "events", n, "before", before)
+		}
 		if n < batch {
 			return
 		}

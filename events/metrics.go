@@ -14,7 +14,6 @@ type metrics struct {
 	pending   *prometheus.GaugeVec
 	oldest    *prometheus.GaugeVec
 	latency   *prometheus.HistogramVec
-	pruned    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -43,11 +42,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "From an event's commit to its endpoint's 2xx, by subscription.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 12),
 		}, []string{"subscription"}),
-		pruned: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "wamux_events_pruned_total", Help: "Events deleted after the event retention period.",
-		}),
 	}
-	for _, c := range []prometheus.Collector{m.written, m.delivered, m.attempts, m.failing, m.pending, m.oldest, m.latency, m.pruned} {
+	for _, c := range []prometheus.Collector{m.written, m.delivered, m.attempts, m.failing, m.pending, m.oldest, m.latency} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -69,6 +69,9 @@ type Config struct {
 	// Neither is ever logged or returned.
 	AppSecret   string
 	VerifyToken string
+	// Events serves /v1/subscriptions and /v1/events; without it they
+	// are not served.
+	Events Events
 }
 
 // Server serves the HTTP API.
@@ -83,6 +86,7 @@ type Server struct {
 	outbound     Outbound
 	accountLocks accountLocks // one change of an account at a time (accountlock.go)
 	settings     *settings.Manager
+	events       Events
 	handler      http.Handler
 	// patterns are the routes registered, in order, so a test can walk
 	// every one of them (export_test.go) and none is left unchecked.
@@ -111,6 +115,7 @@ func New(cfg Config) (*Server, error) {
 		storeTimeout: cfg.StoreTimeout,
 		outbound:     cfg.Outbound,
 		settings:     cfg.Settings,
+		events:       cfg.Events,
 	}
 	if s.storeTimeout <= 0 {
 		s.storeTimeout = StoreTimeoutDefault
@@ -158,6 +163,7 @@ func (s *Server) routes() http.Handler {
 		v1("PATCH /v1/config", s.handlePatchConfig)
 	}
 	s.receiptRoutes(handle, v1)
+	s.subscriptionRoutes(v1)
 
 	return s.withRequestID(s.recoverPanics(jsonFallbacks(mux)))
 }
