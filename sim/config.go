@@ -195,6 +195,20 @@ type Webhooks struct {
 	QueueSize int
 }
 
+// InboundTraffic has users write to every number on their own, as
+// customers do all day.
+type InboundTraffic struct {
+	// Rate is the messages per second per number; zero sends none.
+	Rate float64
+	// Customers is the pool of users per number the messages come from
+	// (default 100), so the same users write again and their
+	// customer-service windows stay open.
+	Customers int
+}
+
+// InboundCustomersDefault is InboundTraffic.Customers when unset.
+const InboundCustomersDefault = 100
+
 // Config configures a Server.
 type Config struct {
 	// Numbers are known from the start; more can be added at run time.
@@ -210,6 +224,9 @@ type Config struct {
 	// code 131047 instead of sent, delivered and read. Off by default:
 	// every send is delivered whoever it goes to.
 	ServiceWindow bool
+	// Inbound is the users' own traffic to every number, in a mix of
+	// message types (Server.Inbound for each); none by default.
+	Inbound InboundTraffic
 	// Seed makes fault and webhook draws reproducible (per number, for
 	// sequential sends). Zero is a fixed seed too.
 	Seed uint64
@@ -219,6 +236,10 @@ type Config struct {
 	// Clock is used for rate limits, per-second peaks and timestamps;
 	// default time.Now. Tests inject one to control limits.
 	Clock func() time.Time
+	// After waits on the same clock as Clock; it paces the inbound
+	// traffic. Default time.After; tests that move Clock by hand pass
+	// their clock's After.
+	After func(time.Duration) <-chan time.Time
 	// Logger receives operational messages (never tokens or the app
 	// secret); default discards.
 	Logger *slog.Logger
@@ -265,6 +286,15 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now
+	}
+	if c.After == nil {
+		c.After = time.After
+	}
+	if c.Inbound.Rate < 0 || c.Inbound.Customers < 0 {
+		return fmt.Errorf("sim: inbound rate %v and customers %d must not be negative", c.Inbound.Rate, c.Inbound.Customers)
+	}
+	if c.Inbound.Customers == 0 {
+		c.Inbound.Customers = InboundCustomersDefault
 	}
 	for name, p := range map[string]float64{
 		"read": w.ReadProbability, "fail": w.FailProbability,

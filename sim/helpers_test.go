@@ -28,12 +28,27 @@ type harness struct {
 
 func start(t *testing.T, cfg sim.Config) *harness {
 	t.Helper()
+	return startClock(t, cfg, false)
+}
+
+// startWithAfter is start with the fake clock's After as the sim's, for
+// the inbound traffic.
+func startWithAfter(t *testing.T, cfg sim.Config) *harness {
+	t.Helper()
+	return startClock(t, cfg, true)
+}
+
+func startClock(t *testing.T, cfg sim.Config, after bool) *harness {
+	t.Helper()
 	if cfg.Numbers == nil {
 		cfg.Numbers = []sim.Number{{PhoneNumberID: num, AccessToken: token}}
 	}
 	clk := fakeclock.NewAt(time.Unix(1_750_000_000, 0))
 	if cfg.Clock == nil {
 		cfg.Clock = clk.Now
+	}
+	if after {
+		cfg.After = clk.After
 	}
 	s, err := sim.New(cfg)
 	if err != nil {

@@ -389,6 +389,21 @@ func (nb *number) findSentLocked(wamid string, limit int) (Message, bool) {
 	return Message{}, false
 }
 
+// lastSentToLocked is the newest recorded message to a recipient among
+// the last limit records; the caller holds nb.mu.
+func (nb *number) lastSentToLocked(to string, limit int) (Message, bool) {
+	for i := len(nb.msgs) - 1; i >= 0 && limit > 0; i-- {
+		chunk := nb.msgs[i]
+		for j := len(chunk) - 1; j >= 0 && limit > 0; j-- {
+			if waID(chunk[j].To) == to {
+				return chunk[j], true
+			}
+			limit--
+		}
+	}
+	return Message{}, false
+}
+
 // serviceWindow is Meta's customer-service window (reference §8).
 const serviceWindow = int64(24 * time.Hour)
 

@@ -34,15 +34,17 @@ type Server struct {
 	unknownNumber  atomic.Int64
 	callbacks      *callbackSet
 
-	done      chan struct{}
-	closeOnce sync.Once
-	srvMu     sync.Mutex
-	srv       *http.Server
-	srvDone   chan struct{}
+	done        chan struct{}
+	trafficDone chan struct{} // nil without inbound traffic
+	closeOnce   sync.Once
+	srvMu       sync.Mutex
+	srv         *http.Server
+	srvDone     chan struct{}
 }
 
 // New builds a Server from cfg. It starts the webhook sender when a URL is
-// configured; call Close to stop it.
+// configured, and the users' inbound traffic when it has a rate; call
+// Close to stop them.
 func New(cfg Config) (*Server, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
@@ -64,6 +66,10 @@ func New(cfg Config) (*Server, error) {
 		s.hooks = newWebhooker(cfg.Webhooks, log)
 	}
 	s.routes()
+	if cfg.Inbound.Rate > 0 {
+		s.trafficDone = make(chan struct{})
+		go s.runTraffic(cfg.Clock())
+	}
 	return s, nil
 }
 
@@ -209,6 +215,9 @@ func (s *Server) Close() error {
 		if srv != nil {
 			srv.Close()
 			<-srvDone
+		}
+		if s.trafficDone != nil {
+			<-s.trafficDone
 		}
 		if s.hooks != nil {
 			s.hooks.close()

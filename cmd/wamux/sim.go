@@ -122,6 +122,8 @@ func simFlags(stderr io.Writer) (*flag.FlagSet, *simOptions) {
 	fs.DurationVar(&f.PacedHold, "paced-hold", sim.PacedHoldDefault, "extra delay before a paced message's first status")
 	fs.Float64Var(&f.PacedDrop, "paced-drop", 0, "probability that a paced message is dropped after the hold: it never gets a status webhook")
 
+	fs.Float64Var(&c.Inbound.Rate, "inbound-rate", 0, "messages per second that users write to each number on their own, in a mix of types (text, media, location, contacts, replies to the number's messages); 0 for none")
+	fs.IntVar(&c.Inbound.Customers, "inbound-customers", sim.InboundCustomersDefault, "users per number that the --inbound-rate messages come from")
 	fs.BoolVar(&c.ServiceWindow, "service-window", false, "enforce Meta's 24 h customer-service window: a send other than a template to a user who has not written to the number within 24 h is accepted, then gets a failed status with code 131047 (default false: every send is delivered)")
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed for fault and webhook draws (same seed, same sequential run)")
 	fs.IntVar(&c.MaxRecords, "max-records", sim.MaxRecordsDefault, "accepted messages kept for /sim/messages (counting goes on beyond)")

@@ -7,9 +7,14 @@ import (
 	"flag"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/wamux/wamux/internal/testwait"
+	"github.com/wamux/wamux/provider/cloudapi"
 )
 
 func TestSimHelpDocumentsEveryFlag(t *testing.T) {
@@ -121,5 +126,81 @@ func TestSimBadNumberShowsNoToken(t *testing.T) {
 		if !strings.Contains(errOut.String(), "-number") {
 			t.Errorf("--number %s: the error does not name the flag:\n%s", v, errOut.String())
 		}
+	}
+}
+
+// TestSimInboundFlags: --inbound-rate, --inbound-customers and
+// --service-window reach the simulator's config (off by default), bad
+// values are refused, and a running `wamux sim --inbound-rate` posts
+// users' messages to the webhook URL on its own, signed.
+func TestSimInboundFlags(t *testing.T) {
+	fs, o := simFlags(io.Discard)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if o.cfg.Inbound.Rate != 0 || o.cfg.ServiceWindow {
+		t.Fatalf("defaults: inbound %+v, service window %v; want no traffic and no window", o.cfg.Inbound, o.cfg.ServiceWindow)
+	}
+	fs, o = simFlags(io.Discard)
+	if err := fs.Parse([]string{"--inbound-rate", "2.5", "--inbound-customers", "7", "--service-window"}); err != nil {
+		t.Fatal(err)
+	}
+	if o.cfg.Inbound.Rate != 2.5 || o.cfg.Inbound.Customers != 7 || !o.cfg.ServiceWindow {
+		t.Fatalf("parsed: inbound %+v, service window %v", o.cfg.Inbound, o.cfg.ServiceWindow)
+	}
+	for _, args := range [][]string{{"--inbound-rate", "-1"}, {"--inbound-customers", "-3"}} {
+		if code := runSim(context.Background(), args, io.Discard, io.Discard); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+
+	const secret = "flag-secret"
+	var mu sync.Mutex
+	from := map[string]int{}
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if !cloudapi.VerifySignature(r.Header.Get(cloudapi.SignatureHeader), body, secret) {
+			http.Error(w, "bad signature", http.StatusUnauthorized)
+			return
+		}
+		hook, err := cloudapi.ParseWebhook(body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, e := range hook.Entry {
+			for _, c := range e.Changes {
+				for _, m := range c.Value.Messages {
+					from[c.Value.Metadata.PhoneNumberID+"/"+m.From]++
+				}
+			}
+		}
+	}))
+	defer rcv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- runSim(ctx, []string{"--listen", "127.0.0.1:0", "--number", "555:tok-1", "--inbound-rate", "100",
+			"--inbound-customers", "2", "--webhook-url", rcv.URL, "--app-secret", secret}, io.Discard, io.Discard)
+	}()
+	testwait.For(t, "20 users' messages at the webhook URL", 20*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, c := range from {
+			n += c
+		}
+		return n >= 20
+	})
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(from) > 2 {
+		t.Fatalf("senders %v; want at most the 2 users of --inbound-customers", from)
 	}
 }
