@@ -512,6 +512,10 @@ func (m *Manager) Backlog(ctx context.Context, id string) (int, time.Time, error
 	return m.st.DeliveryBacklog(ctx, id)
 }
 
+// Recent returns the latest events committed since the start, newest first
+// (at most 50), for the dashboard.
+func (m *Manager) Recent() []wamux.Event { return m.watch.latest() }
+
 // Feed lists events after the cursor; with wait > 0 and nothing to list
 // it waits up to wait for some.
 func (m *Manager) Feed(ctx context.Context, after string, limit int, wait time.Duration) ([]wamux.Event, string, error) {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/store"
 )
 
@@ -21,7 +22,12 @@ type watcher struct {
 	mu     sync.Mutex
 	wake   chan struct{} // closed when events were seen, then replaced
 	cursor string
+	recent []wamux.Event // the latest events seen, oldest first
 }
+
+// recentEvents is how many of the latest events the watcher keeps for the
+// dashboard.
+const recentEvents = 50
 
 func newWatcher(st store.EventStore, every time.Duration, m *metrics, log *slog.Logger) *watcher {
 	return &watcher{st: st, every: every, metrics: m, log: log, wake: make(chan struct{})}
@@ -85,9 +91,24 @@ func (w *watcher) poll(ctx context.Context) bool {
 		for _, e := range es {
 			w.metrics.written.WithLabelValues(string(e.Type)).Inc()
 		}
+		w.mu.Lock()
+		w.recent = append(w.recent, es[max(0, len(es)-recentEvents):]...)
+		w.recent = w.recent[max(0, len(w.recent)-recentEvents):]
+		w.mu.Unlock()
 		w.cursor, seen = next, true
 		if len(es) < 512 {
 			return seen
 		}
 	}
+}
+
+// latest returns the latest events seen, newest first.
+func (w *watcher) latest() []wamux.Event {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]wamux.Event, 0, len(w.recent))
+	for i := len(w.recent) - 1; i >= 0; i-- {
+		out = append(out, w.recent[i])
+	}
+	return out
 }

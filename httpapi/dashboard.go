@@ -6,12 +6,14 @@ import (
 	"io/fs"
 	"math"
 	"net/http"
+	"net/url"
 	"sort"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/events"
 )
 
 // The dashboard is three static files compiled into the binary: no build
@@ -55,9 +57,35 @@ func (s *Server) handleUIAsset(w http.ResponseWriter, r *http.Request) {
 // Counters are cumulative: the page computes rates from the difference of
 // two polls, so the server keeps no per-viewer state.
 type uiState struct {
-	Time     int64       `json:"time"` // unix milliseconds of this snapshot
-	Accounts []uiAccount `json:"accounts"`
-	Gateway  uiGateway   `json:"gateway"`
+	Time          int64            `json:"time"` // unix milliseconds of this snapshot
+	Accounts      []uiAccount      `json:"accounts"`
+	Gateway       uiGateway        `json:"gateway"`
+	Subscriptions []uiSubscription `json:"subscriptions"`
+	Events        []uiEvent        `json:"events"` // newest first
+}
+
+// uiSubscription is an event subscription's delivery health: its
+// endpoint's host only (a URL may carry a token in its query).
+type uiSubscription struct {
+	ID            string  `json:"id"`
+	Host          string  `json:"host"`
+	State         string  `json:"state"`
+	StateReason   string  `json:"state_reason,omitempty"`
+	Pending       float64 `json:"pending"`
+	OldestPending float64 `json:"oldest_pending_seconds"`
+	Delivered     float64 `json:"delivered"` // counter
+	Retries       float64 `json:"retries"`   // counter
+}
+
+// uiEvent is a recent event without what identifies or quotes a customer
+// (no phone number, no content): the dashboard needs no key.
+type uiEvent struct {
+	ID        string `json:"id"`
+	Type      string `json:"type"`
+	Time      int64  `json:"time"` // unix milliseconds
+	AccountID string `json:"account_id"`
+	MsgID     string `json:"msg_id,omitempty"`
+	Status    string `json:"status,omitempty"`
 }
 
 type uiAccount struct {
@@ -153,8 +181,39 @@ func (s *Server) handleUIState(w http.ResponseWriter, r *http.Request) {
 		StreamLag:        m.sumBy("wamux_receipts_partition_lag_seconds", "partition", nil),
 		ReceiptsQueued:   m.sumBy("wamux_receipts_partition_queued", "partition", nil),
 	}
+	st.Subscriptions, st.Events = s.uiEvents(ctx, m)
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, st)
+}
+
+// uiEvents is the event part of the dashboard: subscriptions with their
+// delivery health, and the latest events.
+func (s *Server) uiEvents(ctx context.Context, m families) ([]uiSubscription, []uiEvent) {
+	subs, evs := []uiSubscription{}, []uiEvent{}
+	if s.events == nil {
+		return subs, evs
+	}
+	list, err := s.events.List(ctx)
+	if err != nil {
+		s.log.Warn("dashboard: list subscriptions", "err", err)
+	}
+	pending := m.sumBy("wamux_event_deliveries_pending", "subscription", nil)
+	oldest := m.sumBy("wamux_event_oldest_pending_seconds", "subscription", nil)
+	delivered := m.sumBy("wamux_event_deliveries_delivered_total", "subscription", nil)
+	retries := m.sumBy("wamux_event_delivery_attempts_total", "subscription", labelIs("result", "retry"))
+	for _, sub := range list {
+		host := ""
+		if u, err := url.Parse(sub.URL); err == nil {
+			host = u.Host
+		}
+		subs = append(subs, uiSubscription{ID: sub.ID, Host: host, State: string(sub.State), StateReason: sub.StateReason,
+			Pending: pending[sub.ID], OldestPending: oldest[sub.ID], Delivered: delivered[sub.ID], Retries: retries[sub.ID]})
+	}
+	for _, e := range s.events.Recent() {
+		evs = append(evs, uiEvent{ID: events.WebhookID(e), Type: string(e.Type), Time: e.CreatedAt.UnixMilli(),
+			AccountID: e.AccountID, MsgID: e.MsgID, Status: e.Status})
+	}
+	return subs, evs
 }
 
 // families indexes gathered metric families by name.

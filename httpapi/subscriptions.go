@@ -23,6 +23,7 @@ type Events interface {
 	Backlog(ctx context.Context, id string) (int, time.Time, error)
 	Attempts(id string) []events.Attempt
 	Feed(ctx context.Context, after string, limit int, wait time.Duration) ([]wamux.Event, string, error)
+	Recent() []wamux.Event
 }
 
 type subscriptionRequest struct {

@@ -124,6 +124,7 @@ function update(cur) {
   polls++;
   $("live").textContent = "live · " + new Date(t).toLocaleTimeString() + " · #" + polls;
   $("live").classList.remove("stale");
+  renderEvents(cur, prev, dt);
 
   // per account
   const prevAcc = {};
@@ -232,6 +233,27 @@ function renderTable(accounts) {
   tbody.innerHTML = html;
   // Widths go through the CSSOM: the page's policy refuses style="" markup.
   for (const i of tbody.querySelectorAll(".bar i")) i.style.width = i.dataset.w + "%";
+}
+
+// renderEvents shows the subscriptions' delivery health and the latest
+// events (no customer data: the state carries none).
+function renderEvents(cur, old, dt) {
+  const subs = cur.subscriptions || [];
+  $("sub-count").textContent = "(" + subs.length + ")";
+  const oldSubs = {};
+  if (old) for (const o of old.subscriptions || []) oldSubs[o.id] = o;
+  document.querySelector("#subscriptions tbody").innerHTML = subs.map(s => {
+    const o = oldSubs[s.id];
+    const dr = o && dt > 0 ? Math.max(0, s.delivered - o.delivered) / dt : 0;
+    const rr = o && dt > 0 ? Math.max(0, s.retries - o.retries) / dt : 0;
+    return `<tr><td>${esc(s.id)}</td><td>${esc(s.host)}</td>` +
+      `<td class="${s.state === "active" ? "" : "bad"}" title="${esc(s.state_reason || "")}">${esc(s.state)}</td>` +
+      `<td>${fmt(dr, 1)}</td><td class="${rr > 0 ? "bad" : ""}">${fmt(rr, 1)}</td>` +
+      `<td>${fmt(s.pending)}</td><td class="${s.oldest_pending_seconds > 60 ? "bad" : ""}">${fmtSeconds(s.oldest_pending_seconds)}</td></tr>`;
+  }).join("");
+  document.querySelector("#events tbody").innerHTML = (cur.events || []).slice(0, 20).map(e =>
+    `<tr><td>${esc(new Date(e.time).toLocaleTimeString())}</td><td>${esc(e.id)}</td><td>${esc(e.type)}</td>` +
+    `<td>${esc(e.account_id)}</td><td>${esc(e.msg_id || "")}</td><td>${esc(e.status || "")}</td></tr>`).join("");
 }
 
 async function poll() {
