@@ -301,6 +301,8 @@ func (req patchAccountRequest) validate(now time.Time) (store.AccountPatch, erro
 			return p, wamux.Errorf(wamux.EInvalid, "state must be active, cooldown or disabled")
 		}
 		p.State = &st
+		operator := "set by an operator"
+		p.StateReason = &operator
 		switch st {
 		case wamux.AccountActive:
 			// Re-activating ends any cooldown the gateway had set.

@@ -382,7 +382,7 @@ func (d *Dispatcher) AccountChanged(ctx context.Context, a wamux.Account) error 
 	if err != nil || w == nil {
 		return err
 	}
-	if err := w.storeCooldown(); err != nil {
+	if err := w.storeCooldown("set by an operator"); err != nil {
 		return fmt.Errorf("outbound: store the cooldown of account %s: %w", a.ID, err)
 	}
 	return nil

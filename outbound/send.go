@@ -170,7 +170,7 @@ func (w *worker) throttled(it *item, acct wamux.Account, res cloudapi.Result, s 
 		}
 	}
 	if lim.State == wamux.AccountCooldown {
-		w.coolDown(lim.CooldownUntil, started)
+		w.coolDown(lim.CooldownUntil, started, res.Reason)
 	}
 	w.requeue(it, res.Reason, -1)
 	return actRetry, max(res.Delay, s.BackoffBase)
@@ -195,7 +195,7 @@ func (w *worker) cooledDown(it *item, res cloudapi.Result, s settings.Values, no
 	started := d.limiter.CoolDown(w.id, now.Add(max(res.Delay, s.CooldownMin)))
 	// A longer cooldown already running is kept, and stored.
 	until := d.limiter.Limit(w.id).CooldownUntil
-	w.coolDown(until, started)
+	w.coolDown(until, started, res.Reason)
 	d.metrics.retries.WithLabelValues(w.id, "cooldown").Inc()
 	w.requeue(it, res.Reason, -1)
 	return actRetry, until.Sub(now)
@@ -225,7 +225,7 @@ func (w *worker) slowDown(res cloudapi.Result) {
 	d := w.d
 	d.metrics.throttled.WithLabelValues(w.id, throttleCodeLabel(res.Code)).Inc()
 	if lim, started := d.limiter.Throttle(w.id); lim.State == wamux.AccountCooldown {
-		w.coolDown(lim.CooldownUntil, started)
+		w.coolDown(lim.CooldownUntil, started, res.Reason)
 	}
 }
 
@@ -391,13 +391,14 @@ func (w *worker) record(u store.MessageUpdate) (bool, error) {
 
 // coolDown records an account cooldown so it survives a restart; started
 // says the answer at hand started it (wamux_account_cooldowns_total), not
-// an answer to a request in flight while it runs.
-func (w *worker) coolDown(until time.Time, started bool) {
+// an answer to a request in flight while it runs; reason goes with the
+// account.state event.
+func (w *worker) coolDown(until time.Time, started bool, reason string) {
 	if started {
 		w.d.metrics.cooldowns.WithLabelValues(w.id).Inc()
 		w.d.log.Warn("account cooling down", "account_id", w.id, "until", until)
 	}
-	if err := w.storeCooldown(); err != nil {
+	if err := w.storeCooldown(reason); err != nil {
 		w.d.log.Error("store cooldown", "account_id", w.id, "err", err)
 	}
 }
@@ -407,7 +408,7 @@ func (w *worker) coolDown(until time.Time, started bool) {
 // ended it (Dispatcher.endCooldown) or made it longer
 // (Dispatcher.AccountChanged) in between. A cooldown no longer running is
 // not written.
-func (w *worker) storeCooldown() error {
+func (w *worker) storeCooldown(reason string) error {
 	w.cooldownMu.Lock()
 	defer w.cooldownMu.Unlock()
 	lim := w.d.limiter.Limit(w.id)
@@ -416,7 +417,7 @@ func (w *worker) storeCooldown() error {
 	}
 	ctx, cancel := bg()
 	defer cancel()
-	_, err := w.d.store.UpdateAccount(ctx, w.id, store.AccountPatch{CooldownUntil: &lim.CooldownUntil})
+	_, err := w.d.store.UpdateAccount(ctx, w.id, store.AccountPatch{CooldownUntil: &lim.CooldownUntil, StateReason: &reason})
 	return err
 }
 
@@ -440,7 +441,7 @@ func (d *Dispatcher) coolDownApp(from wamux.Account, until time.Time) {
 	d.mu.Unlock()
 	for _, w := range peers {
 		started := d.limiter.CoolDown(w.id, until)
-		w.coolDown(d.limiter.Limit(w.id).CooldownUntil, started)
+		w.coolDown(d.limiter.Limit(w.id).CooldownUntil, started, "account "+from.ID+" of the same app reached the app's call limit")
 		// An idle peer's loop would not run before its next message:
 		// woken, it shows the pause in wamux_account_state now and
 		// times the gauge's return to active at its end.
@@ -465,7 +466,7 @@ func (w *worker) disable(reason string) {
 	st := wamux.AccountDisabled
 	ctx, cancel := bg()
 	defer cancel()
-	a, err := w.d.store.UpdateAccount(ctx, w.id, store.AccountPatch{State: &st})
+	a, err := w.d.store.UpdateAccount(ctx, w.id, store.AccountPatch{State: &st, StateReason: &reason})
 	if err != nil {
 		w.d.log.Error("store disabled account", "account_id", w.id, "err", err)
 		a = w.snapshotAccount()
