@@ -1,7 +1,10 @@
 package sim
 
 import (
+	"bytes"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"reflect"
 	"testing"
@@ -75,4 +78,47 @@ func TestFastPathTaken(t *testing.T) {
 	if _, ok := decodeTextFast([]byte(`{"messaging_product":"whatsapp","to":"1","type":"template","template":{}}`)); ok {
 		t.Fatal("template took the text fast path")
 	}
+}
+
+// FuzzInboundRequest feeds POST /sim/numbers/{id}/inbound bodies, and
+// mark-as-read message ids, to a server: a body is answered 200 or 400,
+// never anything else; every wamid it returns is one the number can
+// mark as read, and never one of another number.
+func FuzzInboundRequest(f *testing.F) {
+	for _, b := range []string{
+		``, `{}`, `{"count":3,"type":"image","caption":"x"}`, `{"type":"reaction"}`, `{"type":"interactive","interactive":"list_reply"}`,
+		`{"type":"location","latitude":1e308,"longitude":-1e308}`, `{"from":"+491511","text":"\u00e9"}`, `{"context":"wamid.x"}`,
+		`{"count":1001}`, `{"type":"contacts","name":"A B C"}`, `{"emoji":"\ud83d"}`,
+	} {
+		f.Add([]byte(b))
+	}
+	s, err := New(Config{Numbers: []Number{{PhoneNumberID: "111", AccessToken: "t"}, {PhoneNumberID: "222", AccessToken: "u"}}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { s.Close() })
+	f.Fuzz(func(t *testing.T, body []byte) {
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/sim/numbers/111/inbound", bytes.NewReader(body)))
+		if w.Code != http.StatusOK {
+			if w.Code != http.StatusBadRequest || !json.Valid(w.Body.Bytes()) {
+				t.Fatalf("%d %s for %q", w.Code, w.Body, body)
+			}
+			return
+		}
+		var res InboundResult
+		if err := json.Unmarshal(w.Body.Bytes(), &res); err != nil || len(res.WAMIDs) == 0 {
+			t.Fatalf("result %s for %q", w.Body, body)
+		}
+		for _, id := range res.WAMIDs {
+			if !s.isInbound("111", id) || s.isInbound("222", id) {
+				t.Fatalf("wamid %s: inbound of 111 %v, of 222 %v", id, s.isInbound("111", id), s.isInbound("222", id))
+			}
+		}
+		// Any string as a message id: isInbound never panics, and only
+		// ids this server made pass.
+		if s.isInbound("111", string(body)) && !bytes.HasPrefix(body, []byte("wamid.")) {
+			t.Fatalf("isInbound accepted %q", body)
+		}
+	})
 }
