@@ -20,6 +20,13 @@ const (
 	EUnsupported  = "unsupported"  // wrong content type
 	ERateLimited  = "rate_limited" // the client itself is sending too much
 	ENotImplement = "not_implemented"
+	// EOutsideWindow: a message other than a template to a customer whose
+	// last message to the account is older than the 24 h customer
+	// service window; only a template may reopen the conversation.
+	EOutsideWindow = "outside_service_window"
+	// EProvider: the provider (Meta) refused or failed a call made for
+	// the request.
+	EProvider = "provider_error"
 )
 
 // Error is a domain error: a code from the table above and a message that is

@@ -198,6 +198,7 @@ func (a *App) Start(ctx context.Context) error {
 		Receipts:    pipe,
 		AppSecret:   a.cfg.AppSecret,
 		VerifyToken: a.cfg.VerifyToken,
+		ReadMarker:  readMarker(provider),
 	})
 	if err != nil {
 		return u.fail(fmt.Errorf("app: http api: %w", err))
@@ -289,6 +290,14 @@ func (a *App) provider(u *undoStack) (outbound.Provider, func(), error) {
 	}
 	u.push(client.Close)
 	return client, client.Close, nil
+}
+
+// readMarker is the provider's mark-read call, when it has one.
+func readMarker(p outbound.Provider) httpapi.ReadMarker {
+	if m, ok := p.(httpapi.ReadMarker); ok {
+		return m
+	}
+	return nil
 }
 
 func (a *App) startDispatcher(ctx context.Context, u *undoStack, st store.Store, provider outbound.Provider, set *settings.Manager) (*outbound.Dispatcher, error) {

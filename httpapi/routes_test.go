@@ -16,6 +16,7 @@ import (
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/httpapi"
 	"github.com/wamux/wamux/outbound"
+	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/receipts"
 	"github.com/wamux/wamux/settings"
 	"github.com/wamux/wamux/store"
@@ -55,6 +56,10 @@ func (p *countingPipelines) AddInbound(context.Context, []store.InboundMessage) 
 	p.calls.Add(1)
 	return errCounted
 }
+func (p *countingPipelines) MarkRead(context.Context, cloudapi.Destination, string) cloudapi.Result {
+	p.calls.Add(1)
+	return cloudapi.Result{Outcome: cloudapi.Permanent, Code: -1, Reason: "counted call"}
+}
 func (p *countingPipelines) DeadLetter(context.Context, string, []store.DeadLetter) error {
 	p.calls.Add(1)
 	return errCounted
@@ -81,7 +86,8 @@ func newFullServer(t *testing.T) *fullServer {
 	}
 	pipes := &countingPipelines{}
 	api, err := httpapi.New(httpapi.Config{Store: st, Registry: prometheus.NewRegistry(), APIKeys: []string{testKey},
-		Logger: log, Outbound: pipes, Receipts: pipes, Settings: set, AppSecret: appSecret, VerifyToken: verifyToken})
+		Logger: log, Outbound: pipes, Receipts: pipes, Settings: set, AppSecret: appSecret, VerifyToken: verifyToken,
+		ReadMarker: pipes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,6 +105,7 @@ var (
 		"POST /v1/messages/{msg_id}/release", "POST /v1/messages/{msg_id}/drop",
 		"GET /v1/config", "PATCH /v1/config",
 		"POST /v1/receipts:batch", "GET /v1/dead-letters", "GET /v1/late-receipts",
+		"GET /v1/accounts/{id}/inbound", "POST /v1/accounts/{id}/inbound/{wamid}/read",
 	}
 	openRoutes = []string{
 		"GET /healthz", "GET /readyz", "GET /metrics", "GET /{$}", "GET /ui/state", "GET /ui/{file}",
@@ -109,7 +116,7 @@ var (
 // routePath turns a pattern into a method and a concrete path.
 func routePath(pattern string) (method, path string) {
 	method, path, _ = strings.Cut(pattern, " ")
-	path = strings.NewReplacer("{$}", "", "{id}", "acc1", "{msg_id}", "m1", "{file}", "app.js").Replace(path)
+	path = strings.NewReplacer("{$}", "", "{id}", "acc1", "{msg_id}", "m1", "{file}", "app.js", "{wamid}", "wamid.X").Replace(path)
 	return method, path
 }
 

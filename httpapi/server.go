@@ -72,6 +72,9 @@ type Config struct {
 	// Events serves /v1/subscriptions and /v1/events; without it they
 	// are not served.
 	Events Events
+	// ReadMarker marks inbound messages read at the provider; without it
+	// POST /v1/accounts/{id}/inbound/{wamid}/read is not served.
+	ReadMarker ReadMarker
 }
 
 // Server serves the HTTP API.
@@ -87,6 +90,7 @@ type Server struct {
 	accountLocks accountLocks // one change of an account at a time (accountlock.go)
 	settings     *settings.Manager
 	events       Events
+	readMarker   ReadMarker
 	handler      http.Handler
 	// patterns are the routes registered, in order, so a test can walk
 	// every one of them (export_test.go) and none is left unchecked.
@@ -116,6 +120,7 @@ func New(cfg Config) (*Server, error) {
 		outbound:     cfg.Outbound,
 		settings:     cfg.Settings,
 		events:       cfg.Events,
+		readMarker:   cfg.ReadMarker,
 	}
 	if s.storeTimeout <= 0 {
 		s.storeTimeout = StoreTimeoutDefault
@@ -164,6 +169,7 @@ func (s *Server) routes() http.Handler {
 	}
 	s.receiptRoutes(handle, v1)
 	s.subscriptionRoutes(v1)
+	s.inboundRoutes(v1)
 
 	return s.withRequestID(s.recoverPanics(jsonFallbacks(mux)))
 }

@@ -32,6 +32,10 @@ func httpStatus(code string) int {
 		return http.StatusTooManyRequests
 	case wamux.ENotImplement:
 		return http.StatusNotImplemented
+	case wamux.EOutsideWindow:
+		return http.StatusUnprocessableEntity
+	case wamux.EProvider:
+		return http.StatusBadGateway
 	}
 	return http.StatusInternalServerError
 }

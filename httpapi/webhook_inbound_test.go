@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/httpapi"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/store"
 )
@@ -147,7 +148,7 @@ func (c *findCounter) FindMessages(ctx context.Context, wamids, msgIDs []string)
 // found with one store query for the whole notification.
 func TestWebhookInboundReplyNamesOurMessage(t *testing.T) {
 	counter := &findCounter{}
-	b, _ := newReceiptServerWith(t, false, func(st store.Store) store.Store { counter.Store = st; return counter })
+	b, _ := newReceiptServerWith(t, false, func(c *httpapi.Config) { counter.Store = c.Store; c.Store = counter })
 	ctx := context.Background()
 	if _, err := b.store.CreateAccount(ctx, wamux.Account{ID: "acc2", PhoneNumberID: "999", AccessToken: testToken,
 		BaseURL: wamux.DefaultBaseURL, RatePerSec: 80, Burst: 80, State: wamux.AccountActive}); err != nil {

@@ -70,16 +70,12 @@ func newReceiptServer(t *testing.T, withSettings bool) (*receiptBundle, *setting
 	return newReceiptServerWith(t, withSettings, nil)
 }
 
-// newReceiptServerWith is newReceiptServer whose API reads the store
-// through wrap (when not nil).
-func newReceiptServerWith(t *testing.T, withSettings bool, wrap func(store.Store) store.Store) (*receiptBundle, *settings.Manager) {
+// newReceiptServerWith is newReceiptServer whose API configuration
+// configure changes (when not nil) before the server is built.
+func newReceiptServerWith(t *testing.T, withSettings bool, configure func(*httpapi.Config)) (*receiptBundle, *settings.Manager) {
 	t.Helper()
 	ctx := context.Background()
 	st, logs, log := openAccountStore(t)
-	var apiStore store.Store = st
-	if wrap != nil {
-		apiStore = wrap(st)
-	}
 	var set *settings.Manager
 	if withSettings {
 		var err error
@@ -96,8 +92,12 @@ func newReceiptServerWith(t *testing.T, withSettings bool, wrap func(store.Store
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pipe.Stop(context.Background()) })
-	api, err := httpapi.New(httpapi.Config{Store: apiStore, Registry: reg, APIKeys: []string{testKey}, Logger: log,
-		Receipts: pipe, Settings: set, AppSecret: appSecret + ", " + secondSecret, VerifyToken: verifyToken})
+	cfg := httpapi.Config{Store: st, Registry: reg, APIKeys: []string{testKey}, Logger: log,
+		Receipts: pipe, Settings: set, AppSecret: appSecret + ", " + secondSecret, VerifyToken: verifyToken}
+	if configure != nil {
+		configure(&cfg)
+	}
+	api, err := httpapi.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

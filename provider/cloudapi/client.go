@@ -149,17 +149,53 @@ func (c *Client) Send(ctx context.Context, dest Destination, msg wamux.Message) 
 	if err != nil {
 		return Result{Outcome: Permanent, Code: -1, Reason: wamux.ErrorMessage(err), Err: err}
 	}
+	status, data, header, early := c.post(ctx, dest, body, "send message")
+	if early != nil {
+		return *early
+	}
+	return Classify(status, data, header, nil)
+}
+
+// MarkRead makes one attempt to mark the inbound message wamid as read
+// (Meta shows the customer blue ticks) and classifies the result as Send
+// does; Accepted means Meta answered success.
+func (c *Client) MarkRead(ctx context.Context, dest Destination, wamid string) Result {
+	if wamid == "" {
+		err := wamux.Errorf(wamux.EInvalid, "marking a message read needs its wamid")
+		return Result{Outcome: Permanent, Code: -1, Reason: err.Message, Err: err}
+	}
+	id, _ := json.Marshal(wamid)
+	body := append(append([]byte(`{"messaging_product":"whatsapp","status":"read","message_id":`), id...), '}')
+	status, data, header, early := c.post(ctx, dest, body, "mark read")
+	if early != nil {
+		return *early
+	}
+	if status >= 200 && status < 300 {
+		var ok struct {
+			Success bool `json:"success"`
+		}
+		if json.Unmarshal(data, &ok) == nil && ok.Success {
+			return Result{Outcome: Accepted, HTTPStatus: status, Code: -1}
+		}
+	}
+	return Classify(status, data, header, nil)
+}
+
+// post makes one POST of body to dest's messages endpoint and returns the
+// answer; early is the classified result when there is no whole answer
+// to classify (no destination, no connection, a body cut off).
+func (c *Client) post(ctx context.Context, dest Destination, body []byte, doing string) (status int, data []byte, header http.Header, early *Result) {
 	if dest.PhoneNumberID == "" || dest.AccessToken == "" {
 		err := wamux.Errorf(wamux.EInvalid, "destination needs a phone number id and an access token")
-		return Result{Outcome: Disable, Code: -1, Reason: err.Message, Err: err}
+		return 0, nil, nil, &Result{Outcome: Disable, Code: -1, Reason: err.Message, Err: err}
 	}
 	if err := ctx.Err(); err != nil {
-		return Result{Outcome: Retry, Code: -1, Delay: 0, Reason: "not sent: " + err.Error(), Err: fmt.Errorf("%w: %w", errNotSent, err)}
+		return 0, nil, nil, &Result{Outcome: Retry, Code: -1, Delay: 0, Reason: "not sent: " + err.Error(), Err: fmt.Errorf("%w: %w", errNotSent, err)}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint(dest), bytes.NewReader(body))
 	if err != nil {
 		err = fmt.Errorf("%w: build request: %w", errNotSent, redact(err, dest.AccessToken))
-		return Result{Outcome: Disable, Code: -1, Reason: "bad base url", Err: err}
+		return 0, nil, nil, &Result{Outcome: Disable, Code: -1, Reason: "bad base url", Err: err}
 	}
 	req.Header.Set("Authorization", "Bearer "+dest.AccessToken)
 	req.Header.Set("Content-Type", "application/json")
@@ -167,14 +203,16 @@ func (c *Client) Send(ctx context.Context, dest Destination, msg wamux.Message) 
 
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return Classify(0, nil, nil, fmt.Errorf("send message: %w", redact(err, dest.AccessToken)))
+		r := Classify(0, nil, nil, fmt.Errorf("%s: %w", doing, redact(err, dest.AccessToken)))
+		return 0, nil, nil, &r
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxResponseBytes))
+	data, err = io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxResponseBytes))
 	if err != nil {
-		return Classify(resp.StatusCode, data, resp.Header, fmt.Errorf("read response: %w", redact(err, dest.AccessToken)))
+		r := Classify(resp.StatusCode, data, resp.Header, fmt.Errorf("read response: %w", redact(err, dest.AccessToken)))
+		return 0, nil, nil, &r
 	}
-	return Classify(resp.StatusCode, data, resp.Header, nil)
+	return resp.StatusCode, data, resp.Header, nil
 }
 
 func (c *Client) endpoint(dest Destination) string {
