@@ -92,14 +92,11 @@ func (s *Server) plan(nb *number, m Message) []hookStatus {
 
 // planReengagement plans the one status of a message sent outside its
 // recipient's customer-service window: failed with 131047 ("Re-engagement
-// message"), after one draw from the delay range (after the hold when
-// paced), with no pricing: Meta does not deliver it. The caller holds
-// nb.mu.
+// message"), after one draw from the delay range, with no pricing: Meta
+// does not deliver it. Such a message is never a template, so never
+// paced. The caller holds nb.mu.
 func (s *Server) planReengagement(nb *number, m Message) []hookStatus {
 	after := nb.between(s.cfg.Webhooks.Delay)
-	if m.Paced {
-		after += nb.faults.PacedHold
-	}
 	st := cloudapi.Status{
 		ID: m.WAMID, Status: "failed", RecipientID: waID(m.To), BizOpaqueCallbackData: m.CallbackData,
 		Timestamp: strconv.FormatInt(m.AcceptedAt.Add(after).Unix(), 10),
