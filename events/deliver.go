@@ -52,6 +52,7 @@ type deliverer struct {
 
 func (d *deliverer) run(ctx context.Context) {
 	defer close(d.done)
+	defer d.keepDelivered(ctx)
 	defer d.wg.Wait()
 	d.inflight, d.keys = map[int64]bool{}, map[string]bool{}
 	d.results = make(chan outcome, d.m.cfg.Concurrency)
@@ -100,6 +101,35 @@ func (d *deliverer) sleep(ctx context.Context, dur time.Duration) bool {
 		return true
 	}
 }
+
+// keepDelivered runs as the deliverer stops: it stores the deliveries
+// already answered 2xx, so that a restart (a change of the subscription, a
+// rotation, the next start of the gateway) does not send them again.
+// Failed and cancelled attempts are left pending as they were.
+func (d *deliverer) keepDelivered(ctx context.Context) {
+	for more := true; more; {
+		select {
+		case o := <-d.results:
+			if o.err == "" {
+				d.handle(o)
+			}
+		default:
+			more = false
+		}
+	}
+	if len(d.settleDone) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopSettleTimeout)
+	defer cancel()
+	if err := d.m.st.SettleDeliveries(ctx, d.sub.ID, d.settleDone, nil); err != nil {
+		d.m.log.Warn("events: settle deliveries at stop; they are sent again", "subscription", d.sub.ID,
+			"deliveries", len(d.settleDone), "err", err)
+	}
+}
+
+// stopSettleTimeout bounds the store write of keepDelivered.
+const stopSettleTimeout = 5 * time.Second
 
 // drain takes every outcome already there.
 func (d *deliverer) drain() {
@@ -194,11 +224,10 @@ func (d *deliverer) dispatch(ctx context.Context) error {
 		d.wg.Add(1)
 		go func() {
 			defer d.wg.Done()
-			o := d.attempt(ctx, dl)
-			select {
-			case d.results <- o:
-			case <-ctx.Done():
-			}
+			// Never blocks: results holds one outcome per delivery in
+			// flight, and a delivery leaves the in-flight set only once its
+			// outcome is handled.
+			d.results <- d.attempt(ctx, dl)
 		}()
 	}
 	return nil
