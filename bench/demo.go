@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/wamux/wamux/receipts"
@@ -17,6 +18,9 @@ type DemoConfig struct {
 	Seed    uint64
 	// Started is called once the gateway answers, with its URL and key.
 	Started func(url, apiKey string)
+	// Stopping is called when the traffic stops, before the check of the
+	// events, which waits up to 40 s for delivery to settle.
+	Stopping func()
 }
 
 // DemoSummary is what `wamux demo --json` prints when it ends, taken from
@@ -32,6 +36,8 @@ type DemoSummary struct {
 	Retries              float64 `json:"retries"`
 	Resends              float64 `json:"resends"`
 	RejectedSubmissions  int64   `json:"rejected_submissions"`
+	// Events is what the demo's subscriber to every event received.
+	Events DemoEvents `json:"events"`
 }
 
 type demoAccount struct {
@@ -80,8 +86,17 @@ func RunDemo(ctx context.Context, cfg DemoConfig) (DemoSummary, error) {
 		return DemoSummary{}, err
 	}
 	defer h.Close()
+	recv, err := startEventReceiver()
+	if err != nil {
+		return DemoSummary{}, err
+	}
+	defer recv.Close()
 	accounts := demoAccounts()
 	if err := setupDemoAccounts(ctx, h, accounts); err != nil {
+		return DemoSummary{}, err
+	}
+	subID, err := demoSubscription(ctx, h, recv)
+	if err != nil {
 		return DemoSummary{}, err
 	}
 	if cfg.Started != nil {
@@ -91,7 +106,15 @@ func RunDemo(ctx context.Context, cfg DemoConfig) (DemoSummary, error) {
 	if err := tr.run(ctx, h); err != nil {
 		return DemoSummary{}, err
 	}
-	return tr.summary(h), nil
+	if cfg.Stopping != nil {
+		cfg.Stopping()
+	}
+	// The traffic has stopped; what is under way settles, and every
+	// message submitted or accepted by "Meta" is checked against the
+	// events received.
+	sum := tr.summary(h)
+	sum.Events = checkDemoEvents(context.WithoutCancel(ctx), h, subID, recv, tr.checkIDs(h))
+	return sum, nil
 }
 
 // startDemo starts the gateway and the simulator with the demo's faults
@@ -110,6 +133,8 @@ func startDemo(listen, dataDir string, seed uint64) (*Harness, error) {
 		Settings: map[string]any{"quiet_period": "5s", "gap_timeout": "20s", "backoff_base": "200ms", "backoff_cap": "5s",
 			"cooldown_min": "5s", "cooldown_max": "20s", "late_window": "1s", "p2_max_depth": 60},
 		Bloom: receipts.BloomConfig{ExpectedPerHour: 2000},
+		// The demo's event receiver listens on loopback.
+		EventAllowNetworks: "127.0.0.0/8",
 	})
 }
 
@@ -152,6 +177,7 @@ type demoTraffic struct {
 
 	seqOf               map[string]int64  // by msg_id, of messages with a client_seq
 	toOf                map[string]string // by msg_id, likewise
+	ids                 []string          // msg_id of every message submitted
 	submitted, rejected int64
 }
 
@@ -282,6 +308,7 @@ func (tr *demoTraffic) record(batch []map[string]any, results []demoResult) {
 			tr.rejected++
 		case !r.Duplicate:
 			tr.submitted++
+			tr.ids = append(tr.ids, r.MsgID)
 			if seq, ok := batch[k]["client_seq"].(int64); ok {
 				tr.seqOf[r.MsgID] = seq
 				tr.toOf[r.MsgID] = batch[k]["to"].(string)
@@ -319,4 +346,22 @@ func (tr *demoTraffic) summary(h *Harness) DemoSummary {
 		}
 	}
 	return sum
+}
+
+// checkIDs are the messages whose events the demo checks: every one it
+// submitted, and any other the simulator accepted (its callback data is
+// the msg_id).
+func (tr *demoTraffic) checkIDs(h *Harness) []string {
+	ids := slices.Clone(tr.ids)
+	known := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		known[id] = true
+	}
+	for _, m := range h.Sim.Messages("", "") {
+		if m.CallbackData != "" && !known[m.CallbackData] {
+			known[m.CallbackData] = true
+			ids = append(ids, m.CallbackData)
+		}
+	}
+	return ids
 }

@@ -44,6 +44,9 @@ type HarnessConfig struct {
 	Settings map[string]any
 	// Bloom sizes the receipt pipeline's Bloom filter (zero: defaults).
 	Bloom receipts.BloomConfig
+	// EventAllowNetworks are the CIDRs event subscriptions may point into
+	// besides public addresses (config.EventAllowNetworks).
+	EventAllowNetworks string
 }
 
 // Harness is a running gateway and simulator.
@@ -92,6 +95,7 @@ func Start(ctx context.Context, cfg HarnessConfig) (*Harness, error) {
 	if cfg.Store != "" {
 		c.Store = cfg.Store
 	}
+	c.EventAllowNetworks = cfg.EventAllowNetworks
 	client, err := cloudapi.New(cloudapi.Config{Timeout: cfg.ClientTimeout})
 	if err != nil {
 		return nil, err

@@ -47,6 +47,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			if *duration == 0 {
 				fmt.Fprintln(stderr, "wamux demo: press Ctrl-C to stop")
 			}
+		},
+		Stopping: func() {
+			fmt.Fprintln(stderr, "wamux demo: traffic stopped; checking the events against every message's final status")
 		}})
 	if err != nil {
 		fmt.Fprintf(stderr, "wamux demo: %v\n", err)
@@ -60,5 +63,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "submitted %d, accepted %d, duplicates at provider %d, order violations %d, over limit %d, 429s %d, retries %.0f, resends %.0f\n",
 		sum.Submitted, sum.Accepted, sum.DuplicatesAtProvider, sum.OrderViolations, sum.OverLimit, sum.Provider429, sum.Retries, sum.Resends)
+	ev := sum.Events
+	fmt.Fprintf(stdout, "events received %d (distinct %d, duplicates %d; message.status %d, message.inbound %d, account.state %d), missing %d, out of order %d, bad signatures %d; %d messages checked, %d in flight\n",
+		ev.Received, ev.Distinct, ev.Duplicates, ev.ByType["message.status"], ev.ByType["message.inbound"], ev.ByType["account.state"],
+		ev.Missing, ev.OutOfOrder, ev.BadSignatures, ev.Checked, ev.InFlight)
 	return 0
 }
