@@ -126,6 +126,9 @@ func startDemo(listen, dataDir string, seed uint64) (*Harness, error) {
 			Faults: demoFaults(),
 			Webhooks: sim.Webhooks{ReadProbability: 0.6, FailProbability: 0.02, BatchSize: 10,
 				Delay: sim.Range{Min: 50 * time.Millisecond, Max: 800 * time.Millisecond}},
+			// Customers write to every number on their own: message.inbound
+			// events beside the statuses.
+			Inbound: sim.InboundTraffic{Rate: 0.5, Customers: 50},
 		},
 		// A short late window and a small P2 bound let the late-receipt
 		// audit and P2 shedding show within a minute; a small Bloom filter
