@@ -168,3 +168,35 @@ func (r *eventReceiver) counts() receiverCounts {
 	return receiverCounts{received: r.received, distinct: int64(len(r.seen)), duplicates: r.duplicates,
 		badSignatures: r.badSignatures, outOfOrder: r.outOfOrder, byType: by, first: r.first, latest: r.latest}
 }
+
+// expect returns a channel closed once n distinct events have arrived in
+// all.
+func (r *eventReceiver) expect(n int) <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ch := make(chan struct{})
+	if len(r.seen) >= n {
+		close(ch)
+		return ch
+	}
+	r.want, r.reached = n, ch
+	return ch
+}
+
+// has reports whether the event with that webhook-id arrived.
+func (r *eventReceiver) has(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.seen[id]
+}
+
+// takeLatencies returns the latencies gathered since the last call and
+// the arrival times of that span's first and latest events, and starts a
+// new span.
+func (r *eventReceiver) takeLatencies() (lat []float64, first, latest time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	lat, first, latest = r.latencyMs, r.first, r.latest
+	r.latencyMs, r.first, r.latest = nil, time.Time{}, time.Time{}
+	return lat, first, latest
+}

@@ -17,6 +17,7 @@ var benchKinds = map[string]struct {
 	summary string
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }{
+	"events":   {"receipts → message.status events → one subscription's receiver: events/s, latency, receipts/s with vs without, ceiling", runBenchEvents},
 	"outbound": {"N accounts at their rate against the simulator: utilization, 429s, order, duplicates", runBenchOutbound},
 	"receipts": {"receipts through the pipeline vs raw batched inserts: rate, lost, double-applied, mismatches", runBenchReceipts},
 	"webhook":  {"signed webhook POSTs through the real handler vs a bare HMAC handler", runBenchWebhook},
@@ -37,7 +38,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(w, "usage: wamux bench [--cpuprofile=FILE] [--memprofile=FILE] [--trace=FILE] <kind> [flags] [--json]")
 		fmt.Fprintln(w, "\nThe profile options come before the kind, in any order.")
 		fmt.Fprintln(w, "\nkinds:")
-		for _, k := range []string{"outbound", "receipts", "webhook"} {
+		for _, k := range []string{"events", "outbound", "receipts", "webhook"} {
 			fmt.Fprintf(w, "  %-9s %s\n", k, benchKinds[k].summary)
 		}
 		if len(args) == 0 {
@@ -47,7 +48,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	k, ok := benchKinds[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "wamux bench: unknown kind %q (outbound, receipts, webhook)\n", args[0])
+		fmt.Fprintf(stderr, "wamux bench: unknown kind %q (events, outbound, receipts, webhook)\n", args[0])
 		return 2
 	}
 	return k.run(ctx, args[1:], stdout, stderr)

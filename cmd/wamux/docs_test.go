@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -90,7 +91,7 @@ func TestDocumentedFlagsExist(t *testing.T) {
 	cancel()
 	var help strings.Builder
 	for _, args := range [][]string{{"serve"}, {"sim"}, {"demo"}, {"bench"}, {"bench", "outbound"},
-		{"bench", "receipts"}, {"bench", "webhook"}} {
+		{"bench", "receipts"}, {"bench", "webhook"}, {"bench", "events"}} {
 		run(ctx, append(args, "--help"), &help, &help)
 	}
 	known := map[string]bool{"help": true}
@@ -160,7 +161,8 @@ func TestStrayArgumentsRefused(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // should one run after all, it stops at once
 	for _, args := range [][]string{{"demo", "30s"}, {"bench", "outbound", "--json", "extra"},
-		{"bench", "receipts", "1000"}, {"bench", "webhook", "extra"}, {"serve", "extra"}, {"sim", "extra"}} {
+		{"bench", "receipts", "1000"}, {"bench", "webhook", "extra"},
+		{"bench", "events", "extra"}, {"serve", "extra"}, {"sim", "extra"}} {
 		var errOut strings.Builder
 		if code := run(ctx, args, io.Discard, &errOut); code != 2 ||
 			!strings.Contains(errOut.String(), "unexpected arguments") {
@@ -179,5 +181,30 @@ func TestBenchReceiptsWithoutBaselineShowsNoRatio(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "ratio") || !strings.Contains(out.String(), "baseline  not timed") {
 		t.Errorf("report:\n%s", out.String())
+	}
+}
+
+// TestBenchEventsJSON: `wamux bench events --json` at a small size exits 0
+// with a report in which every event written was delivered.
+func TestBenchEventsJSON(t *testing.T) {
+	var out, errOut strings.Builder
+	if code := run(context.Background(), []string{"bench", "events", "--messages", "30", "--rounds", "2", "--ceiling", "50",
+		"--callers", "2", "--json"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d\n%s", code, errOut.String())
+	}
+	var rep struct {
+		Written   int     `json:"events_written"`
+		Delivered int     `json:"events_delivered"`
+		Ratio     float64 `json:"ratio"`
+		Ceiling   int     `json:"ceiling_events"`
+		Rounds    []struct {
+			Subscribed bool `json:"subscribed"`
+		} `json:"rounds"`
+	}
+	if err := json.Unmarshal([]byte(out.String()), &rep); err != nil {
+		t.Fatalf("report is not JSON: %v\n%s", err, out.String())
+	}
+	if rep.Written == 0 || rep.Delivered != rep.Written || rep.Ratio <= 0 || rep.Ceiling != 50 || len(rep.Rounds) != 2 {
+		t.Fatalf("report %+v", rep)
 	}
 }
