@@ -43,6 +43,8 @@ type pageView struct {
 	SendLines   int      `json:"send_lines"`   // series in the sends chart
 	ReceiptLine int      `json:"receipt_line"` // series in the receipts chart
 	Promo429    string   `json:"promo_429"`    // 429 total of the throttled account
+	Subs        int      `json:"subs"`         // event subscription rows
+	Events      int      `json:"events"`       // latest-event rows
 }
 
 const readPage = `JSON.stringify({
@@ -54,6 +56,8 @@ const readPage = `JSON.stringify({
   lines: document.querySelectorAll("svg.chart polyline.line").length,
   send_lines: document.querySelectorAll("#c-sends polyline.line").length,
   receipt_line: document.querySelectorAll("#c-receipts polyline.line").length,
+  subs: document.querySelectorAll("#subscriptions tbody tr").length,
+  events: document.querySelectorAll("#events tbody tr").length,
   promo_429: (() => { const r = document.querySelector('#accounts tbody tr[data-id="promo-overdriven"]');
     return r ? r.children[8].textContent : ""; })(),
 })`
@@ -139,6 +143,8 @@ func TestDashboardInBrowser(t *testing.T) {
 			return fmt.Errorf("only %d polls so far: wait for a few seconds of history", polls(v.Live))
 		case v.Promo429 == "" || v.Promo429 == "0":
 			return fmt.Errorf("the throttled account shows no 429s yet (%q)", v.Promo429)
+		case v.Subs < 1 || v.Events < 1:
+			return fmt.Errorf("the events part is empty: %d subscriptions, %d events", v.Subs, v.Events)
 		}
 		return nil
 	})
@@ -177,5 +183,6 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("dashboard screenshot: %s (%d bytes; kept with go test -artifacts)", path, len(png))
-	t.Logf("page: %d accounts, %d chart lines, promo-overdriven 429s %s, %s", last.Rows, last.Lines, last.Promo429, last.Live)
+	t.Logf("page: %d accounts, %d chart lines, promo-overdriven 429s %s, %d subscriptions, %d events, %s",
+		last.Rows, last.Lines, last.Promo429, last.Subs, last.Events, last.Live)
 }
