@@ -62,6 +62,10 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.storeCtx(r)
 	defer cancel()
+	if err := s.windowCheck(time.Now()).refuse(ctx, m); err != nil {
+		s.fail(w, r, "submit message: check the service window", err)
+		return
+	}
 	res, err := s.outbound.Submit(ctx, []wamux.Message{m})
 	if err != nil {
 		s.fail(w, r, "submit message", err)
@@ -97,6 +101,9 @@ func (s *Server) handleSubmitBatch(w http.ResponseWriter, r *http.Request) {
 	results := make([]submitResponse, len(req.Messages))
 	var admitted []wamux.Message
 	var at []int
+	checkCtx, cancelCheck := s.storeCtx(r)
+	defer cancelCheck()
+	window := s.windowCheck(time.Now())
 	for i, raw := range req.Messages {
 		var one admit.Request
 		if err := strictDecode(raw, &one); err != nil {
@@ -104,6 +111,13 @@ func (s *Server) handleSubmitBatch(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		m, err := admit.Message(one)
+		if err == nil {
+			err = window.refuse(checkCtx, m)
+		}
+		if c := wamux.ErrorCode(err); c == wamux.EInternal || c == wamux.EUnavailable {
+			s.fail(w, r, "submit batch: check the service window", err)
+			return
+		}
 		if err != nil {
 			results[i] = resultView(r, outbound.SubmitResult{Err: err})
 			continue

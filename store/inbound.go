@@ -23,7 +23,8 @@ type InboundStore interface {
 	GetInbound(ctx context.Context, accountID, wamid string) (InboundMessage, error)
 	// LastInbound returns when the customer from last sent a stored
 	// message to the account (the newest SentAt); zero when none is
-	// stored.
+	// stored. An empty accountID means the customer's owner account
+	// (GetOwner), in the same query; zero when it has none.
 	LastInbound(ctx context.Context, accountID, from string) (time.Time, error)
 	// PruneInbound deletes up to limit inbound messages received before
 	// t, oldest first, and reports how many went. Their events stay (the

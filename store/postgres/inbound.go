@@ -92,9 +92,13 @@ func (s *Store) LastInbound(ctx context.Context, accountID, from string) (time.T
 	if from == "" || !storable(accountID) || !storable(from) {
 		return time.Time{}, nil
 	}
+	q, args := `SELECT COALESCE(MAX(sent_at), 0) FROM inbound_messages WHERE account_id = $1 AND sender = $2`, []any{accountID, from}
+	if accountID == "" {
+		q, args = `SELECT COALESCE(MAX(sent_at), 0) FROM inbound_messages
+			WHERE account_id = (SELECT account_id FROM customer_owners WHERE recipient = $1) AND sender = $1`, []any{from}
+	}
 	var last int64
-	if err := s.pool.QueryRow(ctx, `SELECT COALESCE(MAX(sent_at), 0) FROM inbound_messages WHERE account_id = $1 AND sender = $2`,
-		accountID, from).Scan(&last); err != nil {
+	if err := s.pool.QueryRow(ctx, q, args...).Scan(&last); err != nil {
 		return time.Time{}, fmt.Errorf("postgres: last inbound message: %w", wrapErr(err))
 	}
 	return fromMS(last), nil

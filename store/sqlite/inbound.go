@@ -91,7 +91,9 @@ func (s *Store) GetInbound(ctx context.Context, accountID, wamid string) (store.
 }
 
 const (
-	lastInboundQuery   = `SELECT COALESCE(MAX(sent_at), 0) FROM inbound_messages WHERE account_id = ? AND sender = ?`
+	lastInboundQuery = `SELECT COALESCE(MAX(sent_at), 0) FROM inbound_messages WHERE account_id = ? AND sender = ?`
+	lastOwnedQuery   = `SELECT COALESCE(MAX(sent_at), 0) FROM inbound_messages
+		WHERE account_id = (SELECT account_id FROM customer_owners WHERE recipient = ?) AND sender = ?`
 	pruneInboundSelect = `SELECT account_id, wamid FROM inbound_messages WHERE received_at < ? ORDER BY received_at LIMIT ?`
 )
 
@@ -102,7 +104,11 @@ func (s *Store) LastInbound(ctx context.Context, accountID, from string) (time.T
 		return time.Time{}, nil
 	}
 	var last int64
-	if err := s.rqueryRow(ctx, lastInboundQuery, accountID, from).Scan(&last); err != nil {
+	q, args := lastInboundQuery, []any{accountID, from}
+	if accountID == "" {
+		q, args = lastOwnedQuery, []any{from, from}
+	}
+	if err := s.rqueryRow(ctx, q, args...).Scan(&last); err != nil {
 		return time.Time{}, fmt.Errorf("sqlite: last inbound message: %w", wrapErr(err))
 	}
 	return fromMS(last), nil

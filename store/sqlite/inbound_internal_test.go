@@ -42,6 +42,7 @@ func TestInboundQueriesUseIndexes(t *testing.T) {
 		{"customer page", customer, customerArgs, "inbound_sender"},
 		{"account page", account, accountArgs, "inbound_sent"},
 		{"last", lastInboundQuery, []any{"a", "1"}, "inbound_sender"},
+		{"last of the owner", lastOwnedQuery, []any{"1", "1"}, "inbound_sender"},
 		{"prune", pruneInboundSelect, []any{1, 10}, "inbound_received"},
 	} {
 		p := queryPlan(t, s, c.q, c.args...)

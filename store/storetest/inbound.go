@@ -167,10 +167,23 @@ func testLastInbound(t *testing.T, s store.Store) {
 	if tm := last("b", "c1"); !tm.Equal(time.Unix(800, 0)) {
 		t.Fatalf("last of b/c1 = %v", tm)
 	}
-	for _, k := range [][2]string{{"a", "c3"}, {"c", "c1"}, {"a", ""}, {"a", "c\x00"}} {
+	for _, k := range [][2]string{{"a", "c3"}, {"c", "c1"}, {"a", ""}, {"a", "c\x00"}, {"", "c1"}} {
 		if tm := last(k[0], k[1]); !tm.IsZero() {
 			t.Errorf("last of %q = %v, want zero", k, tm)
 		}
+	}
+	// Without an account: the customer's owner's.
+	must(t, s.SetOwner(ctx(t), "c1", "b", "first"))
+	if tm := last("", "c1"); !tm.Equal(time.Unix(800, 0)) {
+		t.Fatalf("last of c1 at its owner b = %v", tm)
+	}
+	must(t, s.SetOwner(ctx(t), "c1", "a", "owner_unavailable"))
+	if tm := last("", "c1"); !tm.Equal(time.Unix(200, 0)) {
+		t.Fatalf("last of c1 at its owner a = %v", tm)
+	}
+	must(t, s.SetOwner(ctx(t), "c3", "a", "first"))
+	if tm := last("", "c3"); !tm.IsZero() {
+		t.Fatalf("last of c3, owned without messages = %v", tm)
 	}
 }
 
