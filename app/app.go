@@ -27,6 +27,7 @@ import (
 	"github.com/wamux/wamux/outbound"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/receipts"
+	"github.com/wamux/wamux/retention"
 	"github.com/wamux/wamux/settings"
 	"github.com/wamux/wamux/store"
 	"github.com/wamux/wamux/store/postgres"
@@ -65,6 +66,7 @@ type App struct {
 	settings  *settings.Manager
 	receipts  *receipts.Pipeline
 	events    *events.Manager
+	pruner    *retention.Pruner
 	// closeProvider releases the Cloud API client Start made (its
 	// keep-alive connections); a no-op for a Provider given by the caller.
 	closeProvider func()
@@ -77,6 +79,10 @@ type App struct {
 	// take the defaults. The demo makes it small so false positives (each
 	// confirmed against the store) show. Set before Start.
 	ReceiptBloom receipts.BloomConfig
+	// InboundPruneEvery is how often inbound messages past their
+	// retention are deleted (retention.EveryDefault when zero). Set
+	// before Start.
+	InboundPruneEvery time.Duration
 }
 
 // New prepares an App; nothing is opened until Start.
@@ -186,6 +192,10 @@ func (a *App) Start(ctx context.Context) error {
 	if err != nil {
 		return u.fail(err)
 	}
+	pruner, err := a.startRetention(&u, st, set)
+	if err != nil {
+		return u.fail(err)
+	}
 	api, err := httpapi.New(httpapi.Config{
 		Events:      evs,
 		Store:       st,
@@ -212,6 +222,7 @@ func (a *App) Start(ctx context.Context) error {
 	}
 	a.store, a.listener, a.dispatcher, a.settings = st, ln, disp, set
 	a.receipts, a.closeProvider, a.events = pipe, closeProvider, evs
+	a.pruner = pruner
 	a.claim = claim
 	a.watchLost(disp)
 	a.serve(api, ln)
@@ -379,6 +390,19 @@ func (a *App) startEvents(ctx context.Context, u *undoStack, st store.Store, set
 	return m, nil
 }
 
+// startRetention starts deleting inbound messages older than the
+// inbound_retention setting.
+func (a *App) startRetention(u *undoStack, st store.Store, set *settings.Manager) (*retention.Pruner, error) {
+	p, err := retention.New(retention.Config{Store: st, Registry: a.registry, Logger: a.log,
+		Retention: func() time.Duration { return set.Current().InboundRetention }, Every: a.InboundPruneEvery})
+	if err != nil {
+		return nil, fmt.Errorf("app: inbound retention: %w", err)
+	}
+	p.Start()
+	u.push(p.Stop)
+	return p, nil
+}
+
 // serve starts the HTTP server on ln. Every phase of a connection is
 // bounded, so a client that trickles its request, never reads the answer
 // or idles cannot hold a socket and a goroutine for ever. WriteTimeout
@@ -433,7 +457,8 @@ func (a *App) Stop(ctx context.Context) error {
 	if err := <-dispatcherStopped; err != nil {
 		errs = append(errs, err)
 	}
-	a.events.Stop()   // deliveries in flight are attempted again after the next start
+	a.events.Stop() // deliveries in flight are attempted again after the next start
+	a.pruner.Stop()
 	a.closeProvider() // no call of the dispatcher is open any more
 	if err := a.store.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close store: %w", err))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/wamux/wamux/receipts"
 	"github.com/wamux/wamux/sim"
+	"github.com/wamux/wamux/store"
 )
 
 // DemoConfig configures `wamux demo`.
@@ -99,6 +100,9 @@ func RunDemo(ctx context.Context, cfg DemoConfig) (DemoSummary, error) {
 	if err != nil {
 		return DemoSummary{}, err
 	}
+	if err := seedExpired(ctx, h); err != nil {
+		return DemoSummary{}, err
+	}
 	if cfg.Started != nil {
 		cfg.Started(h.URL, h.APIKey)
 	}
@@ -138,7 +142,23 @@ func startDemo(listen, dataDir string, seed uint64) (*Harness, error) {
 		Bloom: receipts.BloomConfig{ExpectedPerHour: 2000},
 		// The demo's event receiver listens on loopback.
 		EventAllowNetworks: "127.0.0.0/8",
+		// Retention runs every few seconds, so the message seedExpired
+		// stores is deleted within the first minute.
+		InboundPruneEvery: 5 * time.Second,
 	})
+}
+
+// seedExpired stores an inbound message received a month ago, past the
+// inbound retention, as a gateway that has run that long holds: retention
+// deletes it, so its counter moves too.
+func seedExpired(ctx context.Context, h *Harness) error {
+	at := time.Now().Add(-31 * 24 * time.Hour)
+	_, err := h.App.Store().AddInboundMessages(ctx, []store.InboundMessage{{AccountID: "promo-overdriven",
+		WAMID: "wamid.demo-expired", Type: "text", From: "4915112345678", SentAt: at, ReceivedAt: at}})
+	if err != nil {
+		return fmt.Errorf("seed an expired inbound message: %w", err)
+	}
+	return nil
 }
 
 // setupDemoAccounts creates the accounts in the gateway and the simulator,

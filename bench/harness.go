@@ -47,6 +47,9 @@ type HarnessConfig struct {
 	// EventAllowNetworks are the CIDRs event subscriptions may point into
 	// besides public addresses (config.EventAllowNetworks).
 	EventAllowNetworks string
+	// InboundPruneEvery is how often the gateway deletes inbound messages
+	// past their retention (zero: its default).
+	InboundPruneEvery time.Duration
 }
 
 // Harness is a running gateway and simulator.
@@ -103,6 +106,7 @@ func Start(ctx context.Context, cfg HarnessConfig) (*Harness, error) {
 	a := app.New(c, cfg.Logger)
 	a.Provider = client
 	a.ReceiptBloom = cfg.Bloom
+	a.InboundPruneEvery = cfg.InboundPruneEvery
 	h.AppSecret = secret
 	if err := a.Start(ctx); err != nil {
 		h.cleanup()
