@@ -40,7 +40,7 @@ type EventsConfig struct {
 
 func (c *EventsConfig) setDefaults() error {
 	if c.Messages <= 0 {
-		c.Messages = 5000
+		c.Messages = 2000
 	}
 	if c.Rounds == 0 {
 		c.Rounds = 6

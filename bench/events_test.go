@@ -54,7 +54,7 @@ func TestEventsConfigRounds(t *testing.T) {
 		}
 	}
 	c := EventsConfig{}
-	if err := c.setDefaults(); err != nil || c.Rounds != 6 || c.Messages != 5000 {
+	if err := c.setDefaults(); err != nil || c.Rounds != 6 || c.Messages != 2000 {
 		t.Fatalf("defaults: %+v, %v", c, err)
 	}
 }

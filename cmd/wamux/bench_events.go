@@ -15,7 +15,7 @@ import (
 func runBenchEvents(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("wamux bench events", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	messages := fs.Int("messages", 5000, "messages per round; each gets sent, delivered and read receipts")
+	messages := fs.Int("messages", 2000, "messages per round; each gets sent, delivered and read receipts")
 	rounds := fs.Int("rounds", 6, "rounds, alternating without and with the subscription (even)")
 	ceiling := fs.Int("ceiling", 20000, "events written while the subscription is disabled, then delivered at once (0: skip)")
 	batch := fs.Int("batch", 100, "receipts per Ingest call")
