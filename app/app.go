@@ -22,6 +22,7 @@ import (
 	"github.com/wamux/wamux/config"
 	"github.com/wamux/wamux/events"
 	"github.com/wamux/wamux/httpapi"
+	"github.com/wamux/wamux/internal/apikey"
 	"github.com/wamux/wamux/internal/netguard"
 	"github.com/wamux/wamux/internal/seal"
 	"github.com/wamux/wamux/outbound"
@@ -219,6 +220,11 @@ func (a *App) Start(ctx context.Context) error {
 	}
 	if len(a.cfg.APIKeys) == 0 {
 		a.log.Warn("no API keys configured (WAMUX_API_KEYS): every /v1 request will be refused")
+	}
+	if keys, err := apikey.Parse(a.cfg.APIKeys); err == nil {
+		for _, k := range keys {
+			a.log.Info("API key", "key_id", k.ID(), "scopes", k.Scopes.String())
+		}
 	}
 	a.store, a.listener, a.dispatcher, a.settings = st, ln, disp, set
 	a.receipts, a.closeProvider, a.events = pipe, closeProvider, evs

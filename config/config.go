@@ -24,6 +24,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/wamux/wamux/internal/apikey"
 	"github.com/wamux/wamux/internal/netguard"
 	"github.com/wamux/wamux/settings"
 )
@@ -59,7 +60,9 @@ type Config struct {
 	// empty means in-process.
 	Kafka string `yaml:"kafka"`
 	Redis string `yaml:"redis"`
-	// APIKeys authenticate /v1 (Authorization: Bearer <key>).
+	// APIKeys authenticate /v1 (Authorization: Bearer <key>): each a key,
+	// optionally with scopes after a colon joined by '+' ("k2:send",
+	// "k3:read+send"; see internal/apikey); without scopes a key has all.
 	APIKeys []string `yaml:"api_keys"`
 	// AppSecret verifies X-Hub-Signature-256 on /webhook: a Meta app
 	// secret, or several separated by commas (one per app whose webhooks
@@ -169,8 +172,12 @@ func (c Config) Validate() error {
 	if c.ReceiptBloomPerHour <= 0 || c.ReceiptBloomPerHour > ReceiptBloomPerHourMax {
 		return fmt.Errorf("receipt_bloom_per_hour must be between 1 and %d, got %d", ReceiptBloomPerHourMax, c.ReceiptBloomPerHour)
 	}
-	for _, k := range c.APIKeys {
-		if len(k) < 8 {
+	keys, err := apikey.Parse(c.APIKeys)
+	if err != nil {
+		return fmt.Errorf("api_keys: %w", err)
+	}
+	for _, k := range keys {
+		if len(k.Secret) < 8 {
 			return errors.New("every API key must be at least 8 characters")
 		}
 	}
@@ -238,7 +245,7 @@ func parseFlags(args []string, out io.Writer) (*serveFlags, error) {
 	fs.Usage = func() {
 		fmt.Fprintln(out, "usage: wamux serve [flags]")
 		fmt.Fprintln(out, "\nRuns the gateway. Precedence: flags > WAMUX_* environment > config file > defaults.")
-		fmt.Fprintln(out, "Secrets have no flags: WAMUX_API_KEYS (comma-separated), WAMUX_APP_SECRET, WAMUX_VERIFY_TOKEN, WAMUX_SECRET_KEY,")
+		fmt.Fprintln(out, "Secrets have no flags: WAMUX_API_KEYS (comma-separated, each key[:scope+…]), WAMUX_APP_SECRET, WAMUX_VERIFY_TOKEN, WAMUX_SECRET_KEY,")
 		fmt.Fprintln(out, "or the file's api_keys, app_secret, verify_token, secret_key. Every WAMUX_* variable and file key: docs/configuration.md.")
 		fmt.Fprintln(out, "\nflags:")
 		fs.PrintDefaults()

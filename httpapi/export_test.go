@@ -11,3 +11,12 @@ func SetAccountLockWait(f func(id string)) (restore func()) {
 	accountLockWait = f
 	return func() { accountLockWait = old }
 }
+
+// RouteScopes maps every /v1 pattern to the scope a key needs for it.
+func (s *Server) RouteScopes() map[string]string {
+	out := make(map[string]string, len(s.scopes))
+	for p, sc := range s.scopes {
+		out[p] = sc.String()
+	}
+	return out
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/internal/apikey"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/store"
 )
@@ -19,10 +20,10 @@ type ReadMarker interface {
 
 // inboundRoutes adds the inbound list, and marking read when the server
 // has a ReadMarker.
-func (s *Server) inboundRoutes(v1 func(string, http.HandlerFunc, ...string)) {
-	v1("GET /v1/accounts/{id}/inbound", s.handleListInbound, "from", "after", "limit")
+func (s *Server) inboundRoutes(v1 v1Route) {
+	v1("GET /v1/accounts/{id}/inbound", apikey.Read, s.handleListInbound, "from", "after", "limit")
 	if s.readMarker != nil {
-		v1("POST /v1/accounts/{id}/inbound/{wamid}/read", s.handleMarkRead)
+		v1("POST /v1/accounts/{id}/inbound/{wamid}/read", apikey.Admin, s.handleMarkRead)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/hex"
 	"log/slog"
 	"net/http"
@@ -136,49 +135,6 @@ func (s *Server) observe(r *http.Request, route string, status int, elapsed time
 	// time on every request, and at debug level nobody reads it.
 	if s.log.Enabled(r.Context(), level) {
 		s.logger(r).Log(r.Context(), level, "http request", "method", r.Method, "route", route, "status", status, "duration", elapsed)
-	}
-}
-
-// apiKeys checks bearer keys in constant time.
-type apiKeys struct{ keys [][]byte }
-
-func newAPIKeys(keys []string) *apiKeys {
-	a := &apiKeys{}
-	for _, k := range keys {
-		a.keys = append(a.keys, []byte(k))
-	}
-	return a
-}
-
-// valid compares against every key without stopping early, so the time
-// taken does not tell which key (or how much of one) matched.
-func (a *apiKeys) valid(got string) bool {
-	ok := 0
-	for _, k := range a.keys {
-		ok |= subtle.ConstantTimeCompare([]byte(got), k)
-	}
-	return ok == 1
-}
-
-// bearerKey returns the credentials of "Authorization: Bearer <key>". The
-// scheme is case-insensitive (RFC 9110 §11.1): some clients send "bearer".
-func bearerKey(h string) (string, bool) {
-	const scheme = "Bearer "
-	if len(h) < len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
-		return "", false
-	}
-	return h[len(scheme):], true
-}
-
-func (s *Server) requireKey(next http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		key, found := bearerKey(r.Header.Get("Authorization"))
-		if !found || !s.auth.valid(key) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="wamux"`)
-			writeError(w, r, wamux.Errorf(wamux.EUnauthorized, "a valid API key is required: Authorization: Bearer <key>"))
-			return
-		}
-		next(w, r)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/wamux/wamux/internal/apikey"
 	"github.com/wamux/wamux/settings"
 	"github.com/wamux/wamux/store"
 )
@@ -44,8 +45,10 @@ type Config struct {
 	Store    store.Store
 	Logger   *slog.Logger
 	Registry *prometheus.Registry
-	// APIKeys authenticate /v1. With none configured every /v1 request is
-	// refused: an open API would let anyone send from every account.
+	// APIKeys authenticate /v1: each a key, optionally with scopes after
+	// a colon ("k2:send", "k3:read+send"; internal/apikey), all scopes
+	// without. With none configured every /v1 request is refused: an open
+	// API would let anyone send from every account.
 	APIKeys []string
 	// Live is optional; without it an account reports a full bucket and
 	// empty queues (nothing is being sent).
@@ -95,6 +98,8 @@ type Server struct {
 	// patterns are the routes registered, in order, so a test can walk
 	// every one of them (export_test.go) and none is left unchecked.
 	patterns []string
+	// scopes is what a key needs for each /v1 pattern.
+	scopes map[string]apikey.Scope
 
 	// receipt endpoints (webhook.go, receipts.go)
 	receipts    Receipts
@@ -109,10 +114,15 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	auth, err := newAPIKeys(cfg.APIKeys)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
 		store:        cfg.Store,
 		log:          cfg.Logger,
-		auth:         newAPIKeys(cfg.APIKeys),
+		auth:         auth,
+		scopes:       map[string]apikey.Scope{},
 		live:         cfg.Live,
 		metrics:      m,
 		registry:     cfg.Registry,
@@ -147,25 +157,26 @@ func (s *Server) routes() http.Handler {
 	handle("GET /ui/{file}", s.handleUIAsset)
 	register("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
 
-	// v1 routes need the key, then take only the query parameters they
-	// name (none but the lists' limit).
-	v1 := func(pattern string, h http.HandlerFunc, params ...string) {
-		handle(pattern, s.requireKey(onlyParams(params, h)))
+	// v1 routes need a key holding their scope, then take only the query
+	// parameters they name (none but the lists' limit).
+	v1 := func(pattern string, need apikey.Scope, h http.HandlerFunc, params ...string) {
+		s.scopes[pattern] = need
+		handle(pattern, s.requireKey(need, onlyParams(params, h)))
 	}
-	v1("POST /v1/accounts", s.handleCreateAccount)
-	v1("GET /v1/accounts", s.handleListAccounts)
-	v1("GET /v1/accounts/{id}", s.handleGetAccount)
-	v1("PATCH /v1/accounts/{id}", s.handlePatchAccount)
+	v1("POST /v1/accounts", apikey.Admin, s.handleCreateAccount)
+	v1("GET /v1/accounts", apikey.Read, s.handleListAccounts)
+	v1("GET /v1/accounts/{id}", apikey.Read, s.handleGetAccount)
+	v1("PATCH /v1/accounts/{id}", apikey.Admin, s.handlePatchAccount)
 	if s.outbound != nil {
-		v1("POST /v1/messages", s.handleSubmit)
-		v1("POST /v1/messages:batch", s.handleSubmitBatch)
-		v1("GET /v1/messages/{msg_id}", s.handleGetMessage)
-		v1("POST /v1/messages/{msg_id}/release", s.handleRelease)
-		v1("POST /v1/messages/{msg_id}/drop", s.handleDrop)
+		v1("POST /v1/messages", apikey.Send, s.handleSubmit)
+		v1("POST /v1/messages:batch", apikey.Send, s.handleSubmitBatch)
+		v1("GET /v1/messages/{msg_id}", apikey.Read, s.handleGetMessage)
+		v1("POST /v1/messages/{msg_id}/release", apikey.Admin, s.handleRelease)
+		v1("POST /v1/messages/{msg_id}/drop", apikey.Admin, s.handleDrop)
 	}
 	if s.settings != nil {
-		v1("GET /v1/config", s.handleGetConfig)
-		v1("PATCH /v1/config", s.handlePatchConfig)
+		v1("GET /v1/config", apikey.Read, s.handleGetConfig)
+		v1("PATCH /v1/config", apikey.Admin, s.handlePatchConfig)
 	}
 	s.receiptRoutes(handle, v1)
 	s.subscriptionRoutes(v1)

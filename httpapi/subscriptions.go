@@ -8,6 +8,7 @@ import (
 
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/events"
+	"github.com/wamux/wamux/internal/apikey"
 )
 
 // Events is the event pipeline behind /v1/subscriptions and /v1/events
@@ -65,19 +66,19 @@ func subscriptionView(s wamux.Subscription) subscriptionResponse {
 	return v
 }
 
-func (s *Server) subscriptionRoutes(v1 func(pattern string, h http.HandlerFunc, params ...string)) {
+func (s *Server) subscriptionRoutes(v1 v1Route) {
 	if s.events == nil {
 		return
 	}
-	v1("POST /v1/subscriptions", s.handleCreateSubscription)
-	v1("GET /v1/subscriptions", s.handleListSubscriptions)
-	v1("GET /v1/subscriptions/{id}", s.handleGetSubscription)
-	v1("PATCH /v1/subscriptions/{id}", s.handlePatchSubscription)
-	v1("DELETE /v1/subscriptions/{id}", s.handleDeleteSubscription)
-	v1("POST /v1/subscriptions/{id}/secret:rotate", s.handleRotateSecret)
-	v1("POST /v1/subscriptions/{id}/replay", s.handleReplay)
-	v1("GET /v1/subscriptions/{id}/deliveries", s.handleDeliveries)
-	v1("GET /v1/events", s.handleEvents, "after", "limit", "wait")
+	v1("POST /v1/subscriptions", apikey.Admin, s.handleCreateSubscription)
+	v1("GET /v1/subscriptions", apikey.Read, s.handleListSubscriptions)
+	v1("GET /v1/subscriptions/{id}", apikey.Read, s.handleGetSubscription)
+	v1("PATCH /v1/subscriptions/{id}", apikey.Admin, s.handlePatchSubscription)
+	v1("DELETE /v1/subscriptions/{id}", apikey.Admin, s.handleDeleteSubscription)
+	v1("POST /v1/subscriptions/{id}/secret:rotate", apikey.Admin, s.handleRotateSecret)
+	v1("POST /v1/subscriptions/{id}/replay", apikey.Admin, s.handleReplay)
+	v1("GET /v1/subscriptions/{id}/deliveries", apikey.Read, s.handleDeliveries)
+	v1("GET /v1/events", apikey.Read, s.handleEvents, "after", "limit", "wait")
 }
 
 func (s *Server) handleCreateSubscription(w http.ResponseWriter, r *http.Request) {

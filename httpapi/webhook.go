@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/internal/apikey"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/receipts"
 	"github.com/wamux/wamux/store"
@@ -42,14 +43,14 @@ func (s *Server) initReceipts(cfg Config) {
 
 // receiptRoutes adds the webhook, the agents' batch endpoint and the
 // dead-letter and late-receipt lists.
-func (s *Server) receiptRoutes(handle func(string, http.HandlerFunc), v1 func(string, http.HandlerFunc, ...string)) {
+func (s *Server) receiptRoutes(handle func(string, http.HandlerFunc), v1 v1Route) {
 	if s.receipts != nil {
 		handle("GET /webhook", s.handleWebhookVerify)
 		handle("POST /webhook", s.handleWebhook)
-		v1("POST /v1/receipts:batch", s.handleReceiptsBatch)
+		v1("POST /v1/receipts:batch", apikey.Send, s.handleReceiptsBatch) // account agents send receipts
 	}
-	v1("GET /v1/dead-letters", s.handleDeadLetters, "limit")
-	v1("GET /v1/late-receipts", s.handleLateReceipts, "limit")
+	v1("GET /v1/dead-letters", apikey.Read, s.handleDeadLetters, "limit")
+	v1("GET /v1/late-receipts", apikey.Read, s.handleLateReceipts, "limit")
 }
 
 // handleWebhookVerify answers Meta's subscription handshake: the challenge
