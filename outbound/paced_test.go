@@ -102,6 +102,9 @@ func TestPacedSendsCountedAndResolvedByLateStatuses(t *testing.T) {
 		return true
 	})
 
+	// A status may resolve a message before its send's answer is
+	// recorded, and an acceptance is counted once recorded.
+	testwait.For(t, "every send's answer recorded", 10*time.Second, func() bool { return e.d.AttemptsRunning("acc") == 0 })
 	if got := metric(t, e, "wamux_sends_paced_total", map[string]string{"account": "acc"}); got != 3 {
 		t.Fatalf("wamux_sends_paced_total{account=acc} = %v, want 3 (the templates)", got)
 	}

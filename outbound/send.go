@@ -54,7 +54,11 @@ func (w *worker) send(it *item) (action, time.Duration) {
 	}
 	acct := w.snapshotAccount()
 	res := w.d.provider.Send(w.d.sendCtx, cloudapi.DestinationOf(acct), it.msg)
-	w.d.metrics.sends.WithLabelValues(w.id, res.Outcome.String()).Inc()
+	if res.Outcome != cloudapi.Accepted {
+		// An acceptance is counted once its wamid is stored or refused
+		// (accepted).
+		w.d.metrics.sends.WithLabelValues(w.id, res.Outcome.String()).Inc()
+	}
 	return w.onResult(it, acct, res)
 }
 
@@ -137,7 +141,11 @@ func (w *worker) accepted(it *item, res cloudapi.Result, now time.Time) {
 		d.log.Info("send paced by the provider: held for quality assessment, its statuses may come late or never",
 			"account_id", w.id, "msg_id", it.msg.ID, "wamid", res.WAMID)
 	}
-	w.finish(it, wamux.StatusAccepted, res.WAMID, nil)
+	result := res.Outcome.String()
+	if w.finish(it, wamux.StatusAccepted, res.WAMID, nil) {
+		result = "wamid_conflict"
+	}
+	d.metrics.sends.WithLabelValues(w.id, result).Inc()
 }
 
 // retryLater counts a retryable failure against max_attempts and backs
@@ -277,18 +285,24 @@ func (w *worker) compensate(it *item) (action, time.Duration) {
 	return actRetry, 0
 }
 
-// finish records a final outcome of an attempt.
-func (w *worker) finish(it *item, st wamux.Status, wamid string, lastErr *string) {
+// finish records a final outcome of an attempt. conflict reports that
+// the store refused wamid as another message's, and the attempt was
+// recorded by wamidConflict instead.
+func (w *worker) finish(it *item, st wamux.Status, wamid string, lastErr *string) (conflict bool) {
 	ok, err := w.record(store.MessageUpdate{MsgID: it.msg.ID, From: []wamux.Status{wamux.StatusSending},
 		Status: st, WAMID: wamid, LastError: lastErr})
 	if err != nil {
+		if wamid != "" && wamux.ErrorCode(err) == wamux.EConflict {
+			w.wamidConflict(it, wamid)
+			return true
+		}
 		w.d.log.Error("store send outcome", "account_id", w.id, "msg_id", it.msg.ID, "status", st, "err", err)
-		return
+		return false
 	}
 	ctx, cancel := bg()
 	defer cancel()
 	if wamid == "" {
-		return
+		return false
 	}
 	if !ok {
 		// A status webhook overtook the response and moved the message
@@ -300,9 +314,33 @@ func (w *worker) finish(it *item, st wamux.Status, wamid string, lastErr *string
 		if err != nil {
 			w.d.log.Error("store wamid", "account_id", w.id, "msg_id", it.msg.ID, "err", err)
 		}
-		return
+		return false
 	}
 	w.applyEarlyStatus(ctx, it.msg.ID, wamid)
+	return false
+}
+
+// wamidConflict records a send the provider accepted under a wamid the
+// store holds for another message (a provider handing out a wamid again,
+// as a restarted simulator does). The provider has the message, so it is
+// stored accepted, never to be resent, but without the wamid, which the
+// store keeps to one message: statuses under it reach the message that
+// holds it. last_error and an Error log line name the wamid.
+func (w *worker) wamidConflict(it *item, wamid string) {
+	var holderID string // for the log only: unknown when the read fails
+	ctx, cancel := bg()
+	if m, err := w.d.store.GetMessageByWAMID(ctx, wamid); err == nil {
+		holderID = m.ID
+	}
+	cancel()
+	w.d.log.Error("provider accepted a send under a wamid another message holds; stored accepted without it, not resent",
+		"account_id", w.id, "msg_id", it.msg.ID, "wamid", wamid, "holder_msg_id", holderID)
+	why := fmt.Sprintf("the provider accepted it under wamid %s, which another message already holds; "+
+		"it is not resent, and the statuses under that wamid go to the other message", wamid)
+	if _, err := w.record(store.MessageUpdate{MsgID: it.msg.ID, From: []wamux.Status{wamux.StatusSending},
+		Status: wamux.StatusAccepted, LastError: &why}); err != nil {
+		w.d.log.Error("store send outcome", "account_id", w.id, "msg_id", it.msg.ID, "status", wamux.StatusAccepted, "err", err)
+	}
 }
 
 // applyEarlyStatus brings a just-accepted message up to a status that
