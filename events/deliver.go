@@ -58,22 +58,36 @@ func (d *deliverer) run(ctx context.Context) {
 	d.results = make(chan outcome, d.m.cfg.Concurrency)
 	idle := time.NewTimer(0)
 	defer idle.Stop()
+	// Outcomes are settled, and free slots filled, in groups of batch (or
+	// when nothing else is in flight, the feed moved or the idle poll
+	// came): one transaction and one due-list query serve several
+	// deliveries.
+	batch := max(1, d.m.cfg.Concurrency/4)
+	feed, due := true, true
 	for {
-		if !d.settle(ctx) {
-			if !d.sleep(ctx, time.Second) {
+		outcomes := len(d.settleDone) + len(d.settleRetry)
+		if due || outcomes >= batch || len(d.inflight) == outcomes {
+			if !d.settle(ctx) {
+				if !d.sleep(ctx, time.Second) {
+					return
+				}
+				continue
+			}
+			if d.stop != "" {
+				d.m.stopped(ctx, d)
 				return
 			}
-			continue
-		}
-		if d.stop != "" {
-			d.m.stopped(ctx, d)
-			return
-		}
-		if err := d.fanOut(ctx); err != nil && ctx.Err() == nil {
-			d.m.log.Warn("events: queue deliveries", "subscription", d.sub.ID, "err", err)
-		}
-		if err := d.dispatch(ctx); err != nil && ctx.Err() == nil {
-			d.m.log.Warn("events: read due deliveries", "subscription", d.sub.ID, "err", err)
+			if feed {
+				if err := d.fanOut(ctx); err != nil && ctx.Err() == nil {
+					d.m.log.Warn("events: queue deliveries", "subscription", d.sub.ID, "err", err)
+				} else {
+					feed = false
+				}
+			}
+			if err := d.dispatch(ctx); err != nil && ctx.Err() == nil {
+				d.m.log.Warn("events: read due deliveries", "subscription", d.sub.ID, "err", err)
+			}
+			due = false
 		}
 		idle.Reset(d.m.cfg.IdlePoll)
 		select {
@@ -83,7 +97,9 @@ func (d *deliverer) run(ctx context.Context) {
 			d.handle(o)
 			d.drain()
 		case <-d.m.watch.changed():
+			feed, due = true, true
 		case <-idle.C:
+			feed, due = true, true
 		}
 	}
 }

@@ -48,7 +48,7 @@ BEGIN
 	END IF;
 	INSERT INTO events (type, account_id, msg_id, status, previous_status, wamid, detail, created_at)
 	VALUES ('message.status', NEW.account_id, NEW.msg_id, NEW.status,
-		COALESCE((SELECT e.status FROM events e WHERE e.msg_id = NEW.msg_id ORDER BY e.id DESC LIMIT 1), ''),
+		COALESCE((SELECT e.status FROM events e WHERE e.msg_id = NEW.msg_id AND e.msg_id <> '' ORDER BY e.id DESC LIMIT 1), ''),
 		COALESCE(NEW.wamid, ''), NEW.last_error, NEW.updated_at);
 	RETURN NULL;
 END $$;

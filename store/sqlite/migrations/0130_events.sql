@@ -24,7 +24,8 @@ CREATE TABLE events (
 	created_at      INTEGER NOT NULL
 );
 CREATE INDEX events_created ON events (created_at);
--- The previous reported status of a message.
+-- The previous reported status of a message; its queries repeat the
+-- index's condition, without which neither engine uses a partial index.
 CREATE INDEX events_msg ON events (msg_id, id) WHERE msg_id <> '';
 
 ALTER TABLE accounts ADD COLUMN state_reason TEXT NOT NULL DEFAULT '';
@@ -43,7 +44,7 @@ WHEN new.status <> old.status
 BEGIN
 	INSERT INTO events (type, account_id, msg_id, status, previous_status, wamid, detail, created_at)
 	VALUES ('message.status', new.account_id, new.msg_id, new.status,
-		COALESCE((SELECT e.status FROM events e WHERE e.msg_id = new.msg_id ORDER BY e.id DESC LIMIT 1), ''),
+		COALESCE((SELECT e.status FROM events e WHERE e.msg_id = new.msg_id AND e.msg_id <> '' ORDER BY e.id DESC LIMIT 1), ''),
 		COALESCE(new.wamid, ''), new.last_error, new.updated_at);
 END;
 
