@@ -168,8 +168,12 @@ func (a *App) Start(ctx context.Context) error {
 	if a.cfg.Kafka != "" || a.cfg.Redis != "" {
 		return errors.New("app: the Kafka and Redis cluster backends are not implemented yet; leave --kafka and --redis empty")
 	}
+	keys, err := a.keyring()
+	if err != nil {
+		return err
+	}
 	var u undoStack
-	st, claim, err := a.openClaimedStore(ctx, &u)
+	st, claim, err := a.openClaimedStore(ctx, &u, keys)
 	if err != nil {
 		return u.fail(err)
 	}
@@ -189,7 +193,7 @@ func (a *App) Start(ctx context.Context) error {
 	if err != nil {
 		return u.fail(err)
 	}
-	evs, err := a.startEvents(ctx, &u, st, set)
+	evs, err := a.startEvents(ctx, &u, st, set, keys)
 	if err != nil {
 		return u.fail(err)
 	}
@@ -256,8 +260,8 @@ func (u *undoStack) fail(err error) error {
 // the queued messages it would send. The claim (nil for a store that
 // cannot be claimed) is released after the store closed, when nothing of
 // ours writes any more.
-func (a *App) openClaimedStore(ctx context.Context, u *undoStack) (store.Store, store.Claim, error) {
-	st, err := openStore(ctx, a.cfg, a.log)
+func (a *App) openClaimedStore(ctx context.Context, u *undoStack, keys *seal.Keyring) (store.Store, store.Claim, error) {
+	st, err := openStore(ctx, a.cfg, a.log, keys)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -367,10 +371,10 @@ func (a *App) startReceipts(ctx context.Context, u *undoStack, st store.Store, s
 	return pipe, nil
 }
 
-// startEvents starts delivering events to subscriptions. Their secrets
-// are sealed with the configured key, or with a key file in the data
-// directory.
-func (a *App) startEvents(ctx context.Context, u *undoStack, st store.Store, set *settings.Manager) (*events.Manager, error) {
+// keyring builds the keys that seal secrets at rest (the accounts' access
+// tokens in the store, the subscriptions' signing secrets): the
+// configured secret_key, or a key file in the data directory.
+func (a *App) keyring() (*seal.Keyring, error) {
 	if a.cfg.SecretKey == "" {
 		if err := os.MkdirAll(a.cfg.DataDir, 0o700); err != nil {
 			return nil, fmt.Errorf("app: data directory for the secret key: %w", err)
@@ -380,6 +384,12 @@ func (a *App) startEvents(ctx context.Context, u *undoStack, st store.Store, set
 	if err != nil {
 		return nil, fmt.Errorf("app: secret key: %w", err)
 	}
+	return keys, nil
+}
+
+// startEvents starts delivering events to subscriptions, their secrets
+// sealed with keys.
+func (a *App) startEvents(ctx context.Context, u *undoStack, st store.Store, set *settings.Manager, keys *seal.Keyring) (*events.Manager, error) {
 	allow, err := netguard.ParseNetworks(a.cfg.EventAllowNetworks)
 	if err != nil {
 		return nil, fmt.Errorf("app: event_allow_networks: %w", err)
@@ -552,17 +562,19 @@ func (a *App) logCutShort(ctx context.Context, errs []error) []error {
 	return failed
 }
 
-func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (store.Store, error) {
+// openStore opens the configured store, the accounts' access tokens
+// sealed with keys.
+func openStore(ctx context.Context, cfg config.Config, log *slog.Logger, keys *seal.Keyring) (store.Store, error) {
 	if cfg.Store == "sqlite" {
 		path := filepath.Join(cfg.DataDir, SQLiteFile)
-		st, err := sqlite.Open(ctx, path, sqlite.Options{Logger: log})
+		st, err := sqlite.Open(ctx, path, sqlite.Options{Logger: log, Sealer: keys})
 		if err != nil {
 			return nil, fmt.Errorf("app: open sqlite %s: %w", path, err)
 		}
 		return st, nil
 	}
 	if strings.HasPrefix(cfg.Store, "postgres://") || strings.HasPrefix(cfg.Store, "postgresql://") {
-		st, err := postgres.Open(ctx, cfg.Store, postgres.Options{Logger: log})
+		st, err := postgres.Open(ctx, cfg.Store, postgres.Options{Logger: log, Sealer: keys})
 		if err != nil {
 			// The DSN may hold a password: name only the redacted form.
 			return nil, fmt.Errorf("app: open postgres %s: %w", cfg.RedactedStore(), err)

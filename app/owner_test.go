@@ -89,7 +89,7 @@ func pgStoreURL(t *testing.T) (string, string) {
 func TestOneGatewayPerPostgresSchema(t *testing.T) {
 	dsn, schema := pgStoreURL(t)
 	cfg := config.Default()
-	cfg.Listen, cfg.Store, cfg.APIKeys = "127.0.0.1:0", dsn, []string{testKey}
+	cfg.Listen, cfg.Store, cfg.APIKeys, cfg.DataDir = "127.0.0.1:0", dsn, []string{testKey}, t.TempDir()
 	first := newApp(cfg)
 	if err := first.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -119,7 +119,7 @@ func TestOneGatewayPerPostgresSchema(t *testing.T) {
 func TestLostPostgresClaimStopsTheGateway(t *testing.T) {
 	dsn, schema := pgStoreURL(t)
 	cfg := config.Default()
-	cfg.Listen, cfg.Store, cfg.APIKeys = "127.0.0.1:0", dsn, []string{testKey}
+	cfg.Listen, cfg.Store, cfg.APIKeys, cfg.DataDir = "127.0.0.1:0", dsn, []string{testKey}, t.TempDir()
 	a := newApp(cfg)
 	if err := a.Start(context.Background()); err != nil {
 		t.Fatal(err)

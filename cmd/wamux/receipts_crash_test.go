@@ -13,10 +13,8 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
-	"github.com/wamux/wamux/app"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/store"
-	"github.com/wamux/wamux/store/sqlite"
 )
 
 const childAppSecret = "child-app-secret-0123456789"
@@ -27,7 +25,7 @@ func startWebhookChild(t *testing.T, dir, dataDir string) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "WAMUX_TEST_RUN_MAIN=1", "WAMUX_API_KEYS="+childKey, "WAMUX_APP_SECRET="+childAppSecret)
+	cmd.Env = append(os.Environ(), "WAMUX_TEST_RUN_MAIN=1", "WAMUX_API_KEYS="+childKey, "WAMUX_SECRET_KEY="+childSecretKey, "WAMUX_APP_SECRET="+childAppSecret)
 	return startCmd(t, cmd)
 }
 
@@ -78,10 +76,7 @@ func TestKill9WebhookStatusesSurvive(t *testing.T) {
 		t.Fatalf("restarted gateway exited %d\n%s", code, c2.stderr.String())
 	}
 
-	st, err := sqlite.Open(context.Background(), filepath.Join(dataDir, app.SQLiteFile), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openData(t, dataDir)
 	defer st.Close()
 	bg := context.Background()
 	keys := make([]store.StateKey, len(acked))

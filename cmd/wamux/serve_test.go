@@ -20,6 +20,7 @@ import (
 
 	"github.com/wamux/wamux/app"
 	"github.com/wamux/wamux/config"
+	"github.com/wamux/wamux/internal/seal"
 	"github.com/wamux/wamux/store/sqlite"
 )
 
@@ -39,7 +40,24 @@ func TestMain(m *testing.M) {
 const (
 	childKey   = "child-api-key-0123456789"
 	childToken = "EAAGchildSECRETtoken0123456789"
+	// childSecretKey seals the children's secrets at rest (a fixed test
+	// key, base64 of 32 bytes).
+	childSecretKey = "Y2hpbGQtc2VjcmV0LWtleS0wMTIzNDU2Nzg5YWJjZGU="
 )
+
+// openData opens the store of a child's data dir, as the child did.
+func openData(t *testing.T, dataDir string) *sqlite.Store {
+	t.Helper()
+	keys, err := seal.FromEnvOrFile(childSecretKey, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := sqlite.Open(context.Background(), filepath.Join(dataDir, app.SQLiteFile), sqlite.Options{Sealer: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
 
 type child struct {
 	cmd    *exec.Cmd
@@ -70,7 +88,7 @@ func startChild(t *testing.T, dir string, args ...string) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], append([]string{"serve"}, args...)...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "WAMUX_TEST_RUN_MAIN=1", "WAMUX_API_KEYS="+childKey, "WAMUX_LOG_LEVEL=debug")
+	cmd.Env = append(os.Environ(), "WAMUX_TEST_RUN_MAIN=1", "WAMUX_API_KEYS="+childKey, "WAMUX_SECRET_KEY="+childSecretKey, "WAMUX_LOG_LEVEL=debug")
 	return startCmd(t, cmd)
 }
 
@@ -206,10 +224,7 @@ func TestKill9LosesNothingAcknowledged(t *testing.T) {
 		return id, code == 201, err
 	})
 
-	st, err := sqlite.Open(context.Background(), filepath.Join(dataDir, app.SQLiteFile), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openData(t, dataDir)
 	defer st.Close()
 	for _, id := range acked {
 		if _, err := st.GetAccount(context.Background(), id); err != nil {

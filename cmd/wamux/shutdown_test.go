@@ -17,13 +17,11 @@ import (
 	"time"
 
 	"github.com/wamux/wamux"
-	"github.com/wamux/wamux/app"
 	"github.com/wamux/wamux/bench"
 	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/sim"
 	"github.com/wamux/wamux/store"
-	"github.com/wamux/wamux/store/sqlite"
 )
 
 // shutdownRig is a simulator with a few numbers whose webhooks go to a
@@ -320,10 +318,7 @@ func TestSIGTERMUnderLoadKeepsEveryAcknowledgement(t *testing.T) {
 // receipt log.
 func checkStatusesStored(t *testing.T, dataDir string, r *shutdownRig, wamids, dropped []string) {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(dataDir, app.SQLiteFile), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openData(t, dataDir)
 	defer st.Close()
 	ctx := context.Background()
 	phoneAccount := map[string]string{}
@@ -467,10 +462,7 @@ func TestSIGTERMWithAStalledClientLetsSendsFinish(t *testing.T) {
 		t.Fatalf("all %d messages were sent before the process ended; the test proves nothing", n)
 	}
 
-	st, err := sqlite.Open(context.Background(), filepath.Join(r.dir, "data", app.SQLiteFile), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openData(t, filepath.Join(r.dir, "data"))
 	defer st.Close()
 	open, err := st.ListMessages(context.Background(), store.MessageFilter{
 		Statuses: []wamux.Status{wamux.StatusSending, wamux.StatusUnknown}, Limit: 1000})

@@ -155,3 +155,24 @@ func (k Keyring) GoString() string { return k.String() }
 
 // LogValue keeps slog handlers from printing the key schedules.
 func (k Keyring) LogValue() slog.Value { return slog.StringValue(k.String()) }
+
+// SealedKeyID returns the key id a sealed value names, and false when s is
+// not a well-formed sealed value's head.
+func SealedKeyID(s string) (string, bool) {
+	rest, ok := strings.CutPrefix(s, Prefix+version+":")
+	if !ok {
+		return "", false
+	}
+	id, _, ok := strings.Cut(rest, ":")
+	if !ok || !validID(id) {
+		return "", false
+	}
+	return id, true
+}
+
+// Current reports whether sealed names the key Seal uses, so a value sealed
+// under an older key of a rotation can be sealed again.
+func (k *Keyring) Current(sealed string) bool {
+	id, ok := SealedKeyID(sealed)
+	return ok && len(k.entries) > 0 && id == k.entries[0].id
+}

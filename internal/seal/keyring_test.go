@@ -304,3 +304,30 @@ func TestConcurrentSealOpen(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestCurrentAndSealedKeyID(t *testing.T) {
+	oldKey, newKey := testKey(1), testKey(2)
+	oldSealed := mustSeal(t, mustRing(t, oldKey), "old secret")
+	rotated := mustRing(t, newKey, oldKey)
+	newSealed := mustSeal(t, rotated, "new secret")
+	if rotated.Current(oldSealed) {
+		t.Error("a value sealed with the second key counts as current")
+	}
+	if !rotated.Current(newSealed) {
+		t.Error("a value sealed with the first key does not count as current")
+	}
+	if id, ok := seal.SealedKeyID(oldSealed); !ok || id != idOf(oldKey) {
+		t.Errorf("SealedKeyID = %q, %v, want %s", id, ok, idOf(oldKey))
+	}
+	for _, s := range []string{"", "plain-token", "sealed:v1:", "sealed:v1:ABCDEF12:x", "sealed:v2:" + idOf(newKey) + ":x", "sealed:v1:" + idOf(newKey)} {
+		if id, ok := seal.SealedKeyID(s); ok {
+			t.Errorf("SealedKeyID(%q) = %q, true; want false", s, id)
+		}
+		if rotated.Current(s) {
+			t.Errorf("Current(%q) = true", s)
+		}
+	}
+	if (&seal.Keyring{}).Current(newSealed) {
+		t.Error("an empty keyring calls a value current")
+	}
+}

@@ -14,7 +14,9 @@ import (
 const accountCols = `id, phone_number_id, access_token, base_url, rate_per_sec, burst, state,
 	cooldown_until, created_at, updated_at`
 
-func scanAccount(row pgx.Row) (wamux.Account, error) {
+// scanAccount reads an account row; the access token is opened with
+// sealer (store.OpenToken).
+func scanAccount(row pgx.Row, sealer store.Sealer) (wamux.Account, error) {
 	var a wamux.Account
 	var state string
 	var burst, cooldown, created, updated int64
@@ -24,6 +26,11 @@ func scanAccount(row pgx.Row) (wamux.Account, error) {
 	}
 	a.Burst, a.State = int(burst), wamux.AccountState(state)
 	a.CooldownUntil, a.CreatedAt, a.UpdatedAt = fromMS(cooldown), fromMS(created), fromMS(updated)
+	token, err := store.OpenToken(sealer, a.ID, a.AccessToken)
+	if err != nil {
+		return wamux.Account{}, err
+	}
+	a.AccessToken = token
 	return a, nil
 }
 
@@ -37,10 +44,14 @@ func (s *Store) CreateAccount(ctx context.Context, a wamux.Account) (wamux.Accou
 		return wamux.Account{}, errClosed
 	}
 	now := ms(s.now())
+	token, err := store.SealToken(s.opts.Sealer, a.AccessToken)
+	if err != nil {
+		return wamux.Account{}, err
+	}
 	out, err := scanAccount(s.pool.QueryRow(ctx, `INSERT INTO accounts (`+accountCols+`)
 		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$9) RETURNING `+accountCols,
-		a.ID, a.PhoneNumberID, a.AccessToken, a.BaseURL, a.RatePerSec, int64(a.Burst), string(a.State),
-		ms(a.CooldownUntil), now))
+		a.ID, a.PhoneNumberID, token, a.BaseURL, a.RatePerSec, int64(a.Burst), string(a.State),
+		ms(a.CooldownUntil), now), s.opts.Sealer)
 	if isUnique(err) {
 		return wamux.Account{}, wamux.Errorf(wamux.EConflict, "account %q or its phone_number_id already exists", a.ID)
 	}
@@ -67,7 +78,7 @@ func (s *Store) getAccount(ctx context.Context, col, v string) (wamux.Account, e
 	if !storable(v) {
 		return wamux.Account{}, wamux.Errorf(wamux.ENotFound, "account %q not found", v)
 	}
-	a, err := scanAccount(s.pool.QueryRow(ctx, `SELECT `+accountCols+` FROM accounts WHERE `+col+` = $1`, v))
+	a, err := scanAccount(s.pool.QueryRow(ctx, `SELECT `+accountCols+` FROM accounts WHERE `+col+` = $1`, v), s.opts.Sealer)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return wamux.Account{}, wamux.Errorf(wamux.ENotFound, "account %q not found", v)
 	}
@@ -88,7 +99,7 @@ func (s *Store) ListAccounts(ctx context.Context) ([]wamux.Account, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list accounts: %w", wrapErr(err))
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (wamux.Account, error) { return scanAccount(r) })
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (wamux.Account, error) { return scanAccount(r, s.opts.Sealer) })
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list accounts: %w", wrapErr(err))
 	}
@@ -105,6 +116,10 @@ func (s *Store) UpdateAccount(ctx context.Context, id string, p store.AccountPat
 	}
 	if !storable(id) {
 		return wamux.Account{}, wamux.Errorf(wamux.ENotFound, "account %q not found", id)
+	}
+	token, err := store.SealPatchToken(s.opts.Sealer, p.AccessToken)
+	if err != nil {
+		return wamux.Account{}, err
 	}
 	var cooldown, burst *int64
 	if p.CooldownUntil != nil {
@@ -130,7 +145,7 @@ func (s *Store) UpdateAccount(ctx context.Context, id string, p store.AccountPat
 			state_reason   = COALESCE($9, state_reason),
 			updated_at     = $7
 		WHERE id = $8 RETURNING `+accountCols,
-		p.RatePerSec, burst, state, cooldown, p.AccessToken, p.BaseURL, ms(s.now()), id, store.StateReasonColumn(p)))
+		p.RatePerSec, burst, state, cooldown, token, p.BaseURL, ms(s.now()), id, store.StateReasonColumn(p)), s.opts.Sealer)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return wamux.Account{}, wamux.Errorf(wamux.ENotFound, "account %q not found", id)
 	}
@@ -138,4 +153,33 @@ func (s *Store) UpdateAccount(ctx context.Context, id string, p store.AccountPat
 		return wamux.Account{}, fmt.Errorf("postgres: update account: %w", wrapErr(err))
 	}
 	return a, nil
+}
+
+// sealTokens runs store.SealTokens over every account when the store
+// opens, and logs what it wrote. Each token is replaced only while it
+// still holds the text read, so a concurrent write is never undone.
+func (s *Store) sealTokens(ctx context.Context) error {
+	rows, err := s.pool.Query(ctx, `SELECT id, access_token FROM accounts ORDER BY id`)
+	if err != nil {
+		return fmt.Errorf("postgres: read access tokens: %w", wrapErr(err))
+	}
+	toks, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.StoredToken, error) {
+		var t store.StoredToken
+		err := r.Scan(&t.AccountID, &t.Stored)
+		return t, err
+	})
+	if err != nil {
+		return fmt.Errorf("postgres: read access tokens: %w", wrapErr(err))
+	}
+	n, err := store.SealTokens(ctx, s.opts.Sealer, toks, func(ctx context.Context, id, prev, next string) error {
+		_, err := s.pool.Exec(ctx, `UPDATE accounts SET access_token = $1 WHERE id = $2 AND access_token = $3`, next, id, prev)
+		return wrapErr(err)
+	})
+	if err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	if n.Sealed+n.Resealed > 0 && s.opts.Logger != nil {
+		s.opts.Logger.Info("access tokens sealed at rest", "plaintext_sealed", n.Sealed, "resealed_under_current_key", n.Resealed)
+	}
+	return nil
 }

@@ -37,8 +37,15 @@ type Options struct {
 	// once without it. 0 means OwnerCheckDefault.
 	OwnerCheck time.Duration
 	// Logger receives a Claim's warnings (its lock connection broke, the
-	// lock was taken again); nil discards them.
+	// lock was taken again) and the count of access tokens Open sealed;
+	// nil discards them.
 	Logger *slog.Logger
+	// Sealer encrypts the accounts' access tokens at rest (a
+	// *seal.Keyring). Open seals every token stored in plaintext and seals
+	// again those under an older key, and fails when a sealed token does
+	// not open. Nil keeps tokens in plaintext: for tools and tests whose
+	// store holds no real token; such a store cannot read sealed tokens.
+	Sealer store.Sealer
 }
 
 // MaxConnsDefault is the pool size when Options.MaxConns is 0.
@@ -92,6 +99,10 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	s := &Store{opts: opts, pool: pool, logAcks: receiptlog.NewAcks()}
 	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if err := s.sealTokens(ctx); err != nil {
 		pool.Close()
 		return nil, err
 	}

@@ -57,7 +57,7 @@ func newStore(t testing.TB) *postgres.Store {
 func newStoreOn(t testing.TB, dsn string) *postgres.Store {
 	t.Helper()
 	schema := randomSchema(t)
-	s, err := postgres.Open(context.Background(), dsn, postgres.Options{Schema: schema})
+	s, err := postgres.Open(context.Background(), dsn, postgres.Options{Schema: schema, Sealer: storetest.NewKeyring(t)})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -65,19 +65,52 @@ func newStoreOn(t testing.TB, dsn string) *postgres.Store {
 		if err := s.Close(); err != nil {
 			t.Errorf("close: %v", err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
+		dropSchema(t, dsn, schema)
 	})
 	return s
+}
+
+// dropSchema drops schema and everything in it.
+func dropSchema(t testing.TB, dsn, schema string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Errorf("drop schema %s: %v", schema, err)
+		return
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+		t.Errorf("drop schema %s: %v", schema, err)
+	}
+}
+
+func TestSealing(t *testing.T) {
+	t.Parallel() // every store it opens has a schema of its own
+	dsn := testDSN(t)
+	storetest.RunSealing(t, func(t *testing.T) storetest.Sealing {
+		schema := randomSchema(t)
+		t.Cleanup(func() { dropSchema(t, dsn, schema) })
+		return storetest.Sealing{
+			Open: func(t *testing.T, sealer store.Sealer) (store.Store, error) {
+				return postgres.Open(t.Context(), dsn, postgres.Options{Schema: schema, Sealer: sealer})
+			},
+			RawToken: func(t *testing.T, id string) string {
+				conn, err := pgx.Connect(t.Context(), dsn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close(context.Background())
+				var tok string
+				q := `SELECT access_token FROM ` + pgx.Identifier{schema, "accounts"}.Sanitize() + ` WHERE id = $1`
+				if err := conn.QueryRow(t.Context(), q, id).Scan(&tok); err != nil {
+					t.Fatalf("read token of %s: %v", id, err)
+				}
+				return tok
+			},
+		}
+	})
 }
 
 func TestConformance(t *testing.T) {

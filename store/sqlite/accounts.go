@@ -15,7 +15,9 @@ const accountCols = `id, phone_number_id, access_token, base_url, rate_per_sec, 
 
 type scanner interface{ Scan(dest ...any) error }
 
-func scanAccount(sc scanner) (wamux.Account, error) {
+// scanAccount reads an account row; the access token is opened with
+// sealer (store.OpenToken).
+func scanAccount(sc scanner, sealer store.Sealer) (wamux.Account, error) {
 	var a wamux.Account
 	var state string
 	var cooldown, created, updated int64
@@ -25,6 +27,11 @@ func scanAccount(sc scanner) (wamux.Account, error) {
 	}
 	a.State = wamux.AccountState(state)
 	a.CooldownUntil, a.CreatedAt, a.UpdatedAt = fromMS(cooldown), fromMS(created), fromMS(updated)
+	token, err := store.OpenToken(sealer, a.ID, a.AccessToken)
+	if err != nil {
+		return wamux.Account{}, err
+	}
+	a.AccessToken = token
 	return a, nil
 }
 
@@ -37,9 +44,13 @@ func (s *Store) CreateAccount(ctx context.Context, a wamux.Account) (wamux.Accou
 	now := s.now()
 	a.CreatedAt, a.UpdatedAt = now, now
 	a.CooldownUntil = fromMS(ms(a.CooldownUntil))
-	err := s.write(ctx, func(w *writeTx) error {
+	token, err := store.SealToken(s.opts.Sealer, a.AccessToken)
+	if err != nil {
+		return wamux.Account{}, err
+	}
+	err = s.write(ctx, func(w *writeTx) error {
 		_, err := w.exec(`INSERT INTO accounts (`+accountCols+`) VALUES (?,?,?,?,?,?,?,?,?,?)`,
-			a.ID, a.PhoneNumberID, a.AccessToken, a.BaseURL, a.RatePerSec, a.Burst, string(a.State),
+			a.ID, a.PhoneNumberID, token, a.BaseURL, a.RatePerSec, a.Burst, string(a.State),
 			ms(a.CooldownUntil), ms(now), ms(now))
 		if isUnique(err) {
 			return wamux.Errorf(wamux.EConflict, "account %q or its phone_number_id already exists", a.ID)
@@ -67,7 +78,7 @@ func (s *Store) GetAccountByPhoneNumberID(ctx context.Context, phoneNumberID str
 }
 
 func (s *Store) getAccount(ctx context.Context, col, v string) (wamux.Account, error) {
-	a, err := scanAccount(s.rqueryRow(ctx, `SELECT `+accountCols+` FROM accounts WHERE `+col+` = ?`, v))
+	a, err := scanAccount(s.rqueryRow(ctx, `SELECT `+accountCols+` FROM accounts WHERE `+col+` = ?`, v), s.opts.Sealer)
 	if errors.Is(err, sql.ErrNoRows) {
 		return wamux.Account{}, wamux.Errorf(wamux.ENotFound, "account %q not found", v)
 	}
@@ -86,7 +97,7 @@ func (s *Store) ListAccounts(ctx context.Context) ([]wamux.Account, error) {
 	defer rows.Close()
 	var out []wamux.Account
 	for rows.Next() {
-		a, err := scanAccount(rows)
+		a, err := scanAccount(rows, s.opts.Sealer)
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: list accounts: %w", err)
 		}
@@ -103,8 +114,12 @@ func (s *Store) UpdateAccount(ctx context.Context, id string, p store.AccountPat
 	if err := store.ValidateAccountPatch(p); err != nil {
 		return wamux.Account{}, err
 	}
+	token, err := store.SealPatchToken(s.opts.Sealer, p.AccessToken)
+	if err != nil {
+		return wamux.Account{}, err
+	}
 	var out wamux.Account
-	err := s.write(ctx, func(w *writeTx) error {
+	err = s.write(ctx, func(w *writeTx) error {
 		var cooldown *int64
 		if p.CooldownUntil != nil {
 			v := ms(*p.CooldownUntil)
@@ -125,7 +140,7 @@ func (s *Store) UpdateAccount(ctx context.Context, id string, p store.AccountPat
 				state_reason   = COALESCE(?, state_reason),
 				updated_at     = ?
 			WHERE id = ? RETURNING `+accountCols,
-			p.RatePerSec, p.Burst, state, cooldown, p.AccessToken, p.BaseURL, store.StateReasonColumn(p), ms(s.now()), id)
+			p.RatePerSec, p.Burst, state, cooldown, token, p.BaseURL, store.StateReasonColumn(p), ms(s.now()), id)
 		if err != nil {
 			return fmt.Errorf("sqlite: update account: %w", wrapErr(err))
 		}
@@ -136,7 +151,7 @@ func (s *Store) UpdateAccount(ctx context.Context, id string, p store.AccountPat
 			}
 			return wamux.Errorf(wamux.ENotFound, "account %q not found", id)
 		}
-		if out, err = scanAccount(rows); err != nil {
+		if out, err = scanAccount(rows, s.opts.Sealer); err != nil {
 			return fmt.Errorf("sqlite: update account: %w", err)
 		}
 		return rows.Close()
@@ -145,4 +160,43 @@ func (s *Store) UpdateAccount(ctx context.Context, id string, p store.AccountPat
 		return wamux.Account{}, err
 	}
 	return out, nil
+}
+
+// sealTokens runs store.SealTokens over every account on conn, before the
+// writer starts, and logs what it wrote. When it wrote anything it
+// checkpoints the WAL and truncates it, so no page holding a token in
+// plaintext stays in the WAL file (secure_delete zeroes the replaced cells
+// in the database file).
+func (s *Store) sealTokens(ctx context.Context, conn *sql.Conn) error {
+	rows, err := conn.QueryContext(ctx, `SELECT id, access_token FROM accounts ORDER BY id`)
+	if err != nil {
+		return fmt.Errorf("sqlite: read access tokens: %w", wrapErr(err))
+	}
+	var toks []store.StoredToken
+	for rows.Next() {
+		var t store.StoredToken
+		if err := rows.Scan(&t.AccountID, &t.Stored); err != nil {
+			rows.Close()
+			return fmt.Errorf("sqlite: read access tokens: %w", wrapErr(err))
+		}
+		toks = append(toks, t)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return fmt.Errorf("sqlite: read access tokens: %w", wrapErr(err))
+	}
+	n, err := store.SealTokens(ctx, s.opts.Sealer, toks, func(ctx context.Context, id, prev, next string) error {
+		_, err := conn.ExecContext(ctx, `UPDATE accounts SET access_token = ? WHERE id = ? AND access_token = ?`, next, id, prev)
+		return wrapErr(err)
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: %w", err)
+	}
+	if n.Sealed+n.Resealed == 0 {
+		return nil
+	}
+	if _, err := conn.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		return fmt.Errorf("sqlite: checkpoint after sealing access tokens: %w", wrapErr(err))
+	}
+	s.opts.Logger.Info("access tokens sealed at rest", "plaintext_sealed", n.Sealed, "resealed_under_current_key", n.Resealed)
+	return nil
 }

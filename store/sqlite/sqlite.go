@@ -114,6 +114,12 @@ type Options struct {
 	// Now is the clock used for CreatedAt, UpdatedAt and similar stamps;
 	// tests inject one to control time.
 	Now func() time.Time
+	// Sealer encrypts the accounts' access tokens at rest (a
+	// *seal.Keyring). Open seals every token stored in plaintext and seals
+	// again those under an older key, and fails when a sealed token does
+	// not open. Nil keeps tokens in plaintext: for tools and tests whose
+	// store holds no real token; such a store cannot read sealed tokens.
+	Sealer store.Sealer
 }
 
 func (o *Options) setDefaults() {
@@ -215,6 +221,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	q.Add("_pragma", "busy_timeout("+busy+")")
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(FULL)")
+	// Deleted and replaced content (an access token sealed again) is
+	// zeroed when that costs no extra I/O.
+	q.Add("_pragma", "secure_delete(FAST)")
 	base := q.Encode() // the checkpointer's connection: durable, no big cache
 	q.Add("_pragma", "cache_size(-"+strconv.Itoa(opts.CacheKiB)+")")
 	// Every write request runs under its own SAVEPOINT (writer.go), so
@@ -242,6 +251,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open writer: %w", wrapErr(err))
 	}
 	err = migrate(ctx, s.wconn)
+	if err == nil {
+		err = s.sealTokens(ctx, s.wconn)
+	}
 	if err == nil {
 		err = s.loadKeyTail(ctx)
 	}

@@ -2,6 +2,9 @@ package sqlite_test
 
 import (
 	"database/sql"
+	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -15,7 +18,7 @@ import (
 
 func newStore(t testing.TB) *sqlite.Store {
 	t.Helper()
-	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "data", "wamux.db"), sqlite.Options{})
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "data", "wamux.db"), sqlite.Options{Sealer: storetest.NewKeyring(t)})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -29,6 +32,40 @@ func newStore(t testing.TB) *sqlite.Store {
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return newStore(t) })
+}
+
+func TestSealing(t *testing.T) {
+	storetest.RunSealing(t, func(t *testing.T) storetest.Sealing {
+		path := filepath.Join(t.TempDir(), "wamux.db")
+		return storetest.Sealing{
+			Open: func(t *testing.T, sealer store.Sealer) (store.Store, error) {
+				return sqlite.Open(t.Context(), path, sqlite.Options{Sealer: sealer})
+			},
+			RawToken: func(t *testing.T, id string) string {
+				db, err := sql.Open("sqlite", path+"?mode=ro")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer db.Close()
+				var tok string
+				if err := db.QueryRow(`SELECT access_token FROM accounts WHERE id = ?`, id).Scan(&tok); err != nil {
+					t.Fatalf("read token of %s: %v", id, err)
+				}
+				return tok
+			},
+			Files: func(t *testing.T) []byte {
+				var all []byte
+				for _, suffix := range []string{"", "-wal", "-shm"} {
+					b, err := os.ReadFile(path + suffix)
+					if err != nil && !errors.Is(err, fs.ErrNotExist) {
+						t.Fatal(err)
+					}
+					all = append(all, b...)
+				}
+				return all
+			},
+		}
+	})
 }
 
 func TestLog(t *testing.T) {
