@@ -17,9 +17,11 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-// migrationLock is the pg_advisory_xact_lock key that serialises
-// concurrent Opens (several gateway nodes starting at once).
-const migrationLock = 0x77616d7578 // "wamux"
+// migrationLock is the first pg_advisory_xact_lock key that serialises
+// concurrent Opens of one schema (several gateway nodes starting at
+// once); the second is the hash of the schema's name, so stores in other
+// schemas of the server migrate without waiting for each other.
+const migrationLock = 0x77616d75 // "wamu"
 
 // checksumVersion is the migration that adds schema_migrations.checksum;
 // before it is applied the column does not exist.
@@ -34,7 +36,8 @@ func (s *Store) migrate(ctx context.Context) error {
 		return fmt.Errorf("postgres: %w", err)
 	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(migrationLock)); err != nil {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, hashtext(COALESCE(NULLIF($2, ''), current_schema(), '')))",
+			int32(migrationLock), s.opts.Schema); err != nil {
 			return fmt.Errorf("lock: %w", err)
 		}
 		if s.opts.Schema != "" {

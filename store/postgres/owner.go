@@ -39,16 +39,13 @@ var _ store.Owner = (*Store)(nil)
 // OwnerLockKey is the session-level advisory lock key a gateway holds on
 // schema while it serves it (pg_locks shows it as classid = key>>32,
 // objid = key&0xffffffff, objsubid = 1): an FNV-1a hash of
-// "wamux:gateway:"+schema, never the migrations' key. Advisory locks are
-// per database, so the same schema in two databases does not clash.
+// "wamux:gateway:"+schema. The migrations' lock takes two int4 keys
+// (objsubid = 2), a space of its own. Advisory locks are per database, so
+// the same schema in two databases does not clash.
 func OwnerLockKey(schema string) int64 {
 	h := fnv.New64a()
 	h.Write([]byte("wamux:gateway:" + schema))
-	key := int64(h.Sum64())
-	if key == migrationLock {
-		key ^= 1
-	}
-	return key
+	return int64(h.Sum64())
 }
 
 // Claim takes the schema's advisory lock (OwnerLockKey of the
