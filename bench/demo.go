@@ -20,7 +20,7 @@ type DemoConfig struct {
 	// Started is called once the gateway answers, with its URL and key.
 	Started func(url, apiKey string)
 	// Stopping is called when the traffic stops, before the check of the
-	// events, which waits up to 40 s for delivery to settle.
+	// events, which waits for delivery to settle (3 min at most).
 	Stopping func()
 }
 

@@ -56,18 +56,21 @@ func demoSubscription(ctx context.Context, h *Harness, r *eventReceiver) (string
 // reported are the statuses a message.status event reports.
 var reported = []string{"accepted", "sent", "delivered", "read", "failed", "dropped", "held", "unknown"}
 
-// checkDemoEvents waits (bounded) for the subscription's pending deliveries
-// to reach 0, then compares every message's status (GET
-// /v1/messages/{id}) with the last status event received for it. A
-// message whose status moved on after it was read is read again after
-// the next settle, until the bound.
+// checkDemoEvents waits for the subscription's pending deliveries to
+// reach 0, then compares every message's status (GET /v1/messages/{id})
+// with the last status event received for it. The messages that differ
+// are read again after the next settle, for as long as events keep
+// arriving: a message whose status moved on since it was read gets its
+// event. It stops when a pass and the second after it bring no new event,
+// when delivery makes no progress for 15 s, or after 3 min.
 func checkDemoEvents(ctx context.Context, h *Harness, subID string, r *eventReceiver, ids []string) DemoEvents {
-	ctx, cancel := context.WithTimeout(ctx, 40*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	var out DemoEvents
 	todo, first := ids, true
 	for len(todo) > 0 {
-		out.Settled = waitSettled(ctx, h, subID)
+		before := r.counts().distinct
+		out.Settled = waitSettled(ctx, h, subID, r)
 		statuses := messageStatuses(ctx, h, todo)
 		var again []string
 		for i, id := range todo {
@@ -90,7 +93,7 @@ func checkDemoEvents(ctx context.Context, h *Harness, subID string, r *eventRece
 			}
 		}
 		todo, first = again, false
-		if ctx.Err() != nil || !pause(ctx, 500*time.Millisecond) {
+		if len(todo) == 0 || !out.Settled || !pause(ctx, time.Second) || r.counts().distinct == before {
 			break
 		}
 	}
@@ -101,11 +104,11 @@ func checkDemoEvents(ctx context.Context, h *Harness, subID string, r *eventRece
 	return out
 }
 
-// waitSettled polls the subscription until nothing is pending, for at most
-// 15 s.
-func waitSettled(ctx context.Context, h *Harness, subID string) bool {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
+// waitSettled polls the subscription until nothing is pending; false when
+// ctx ends or no new event reaches the receiver for 15 s.
+func waitSettled(ctx context.Context, h *Harness, subID string, r *eventReceiver) bool {
+	const stall = 15 * time.Second
+	seen, progress := r.counts().distinct, time.Now()
 	for {
 		var sub struct {
 			Pending *int `json:"pending"`
@@ -113,7 +116,10 @@ func waitSettled(ctx context.Context, h *Harness, subID string) bool {
 		if err := h.Do(ctx, "GET", "/v1/subscriptions/"+subID, nil, &sub); err == nil && sub.Pending != nil && *sub.Pending == 0 {
 			return true
 		}
-		if !pause(ctx, 100*time.Millisecond) {
+		if n := r.counts().distinct; n != seen {
+			seen, progress = n, time.Now()
+		}
+		if time.Since(progress) > stall || !pause(ctx, 100*time.Millisecond) {
 			return false
 		}
 	}
