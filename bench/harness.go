@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -71,6 +72,13 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
+// randomKey is a WAMUX_SECRET_KEY: the base64 of 32 random bytes.
+func randomKey() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return base64.StdEncoding.EncodeToString(b)
+}
+
 // Start brings up the gateway, then the simulator with its webhooks aimed
 // at the gateway.
 func Start(ctx context.Context, cfg HarnessConfig) (*Harness, error) {
@@ -99,6 +107,11 @@ func Start(ctx context.Context, cfg HarnessConfig) (*Harness, error) {
 		c.Store = cfg.Store
 	}
 	c.EventAllowNetworks = cfg.EventAllowNetworks
+	if h.tmp != "" {
+		// A throw-away data dir gets a throw-away key; a given one keeps
+		// its key file (secret.key), so its sealed tokens open next time.
+		c.SecretKey = randomKey()
+	}
 	client, err := cloudapi.New(cloudapi.Config{Timeout: cfg.ClientTimeout})
 	if err != nil {
 		return nil, err

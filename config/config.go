@@ -70,11 +70,16 @@ type Config struct {
 	AppSecret string `yaml:"app_secret"`
 	// VerifyToken answers Meta's webhook verification handshake.
 	VerifyToken string `yaml:"verify_token"`
-	// SecretKey encrypts secrets at rest (subscription signing secrets):
-	// base64 of 32 bytes, several comma-separated during a rotation (the
-	// first encrypts, all decrypt). Empty: a key file in the data
-	// directory, created on first start.
+	// SecretKey encrypts secrets at rest (the accounts' access tokens,
+	// subscription signing secrets): base64 of 32 bytes, several
+	// comma-separated during a rotation (the first encrypts, all decrypt).
+	// Empty: a key file in the data directory, created on first start;
+	// `wamux serve` takes that only with InsecureDev (CheckSecretKey).
 	SecretKey string `yaml:"secret_key"`
+	// InsecureDev (--insecure-dev, no file key or variable) lets `wamux
+	// serve` start without SecretKey, keeping the key next to the data it
+	// protects: for development only.
+	InsecureDev bool `yaml:"-"`
 	// EventAllowNetworks are CIDRs where event subscriptions may point
 	// although private, loopback or link-local, and where plain http is
 	// accepted (comma-separated).
@@ -184,6 +189,18 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// CheckSecretKey reports a configuration `wamux serve` must refuse: no
+// secret_key without InsecureDev. A key file beside the database protects
+// nothing against whoever copies the data directory.
+func (c Config) CheckSecretKey() error {
+	if c.SecretKey == "" && !c.InsecureDev {
+		return errors.New("WAMUX_SECRET_KEY (secret_key) is required: it encrypts the access tokens and signing secrets at rest; " +
+			"set it to the base64 of 32 random bytes (head -c 32 /dev/urandom | base64), " +
+			"or pass --insecure-dev to keep a generated key in the data directory (development only)")
+	}
+	return nil
+}
+
 // Load builds the configuration of `wamux serve` from args (without the
 // subcommand name) and the environment. Usage and flag errors are written
 // to out. It returns flag.ErrHelp when --help was asked for.
@@ -222,6 +239,7 @@ type serveFlags struct {
 	logLevel     *string
 	shutdown     *time.Duration
 	bloomPerHour *int
+	insecureDev  *bool
 }
 
 // parseFlags parses args, writing usage and flag errors to out.
@@ -241,6 +259,8 @@ func parseFlags(args []string, out io.Writer) (*serveFlags, error) {
 		shutdown:   fs.Duration("shutdown-timeout", ShutdownTimeoutDefault, "bound on draining in-flight work at shutdown"),
 		bloomPerHour: fs.Int("receipt-bloom-per-hour", ReceiptBloomPerHourDefault,
 			"distinct receipts an hour the receipt Bloom filter is sized for (~141 bytes each)"),
+		insecureDev: fs.Bool("insecure-dev", false,
+			"start without WAMUX_SECRET_KEY, keeping a generated key in secret.key in the data directory (development only)"),
 	}
 	fs.Usage = func() {
 		fmt.Fprintln(out, "usage: wamux serve [flags]")
@@ -291,6 +311,8 @@ func (f *serveFlags) applyTo(c *Config) {
 			c.ShutdownTimeout = Duration(*f.shutdown)
 		case "receipt-bloom-per-hour":
 			c.ReceiptBloomPerHour = *f.bloomPerHour
+		case "insecure-dev":
+			c.InsecureDev = *f.insecureDev
 		}
 	})
 }

@@ -58,7 +58,7 @@ func (l *lockedText) String() string {
 // waits for its listen line.
 func startGateway(t *testing.T, bin, addr, dataDir string) *gateway {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", "--listen", addr, "--data-dir", dataDir)
+	cmd := exec.Command(bin, "serve", "--listen", addr, "--data-dir", dataDir, "--insecure-dev")
 	cmd.Env = append(os.Environ(), "WAMUX_API_KEYS="+crashKey, "WAMUX_APP_SECRET="+crashAppSecret,
 		"WAMUX_EVENT_ALLOW_NETWORKS=127.0.0.0/8", "WAMUX_LOG_LEVEL=warn")
 	stdout, err := cmd.StdoutPipe()

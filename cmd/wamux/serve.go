@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -29,7 +30,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "wamux serve: %v\n", err)
 		return 2
 	}
+	if err := cfg.CheckSecretKey(); err != nil {
+		fmt.Fprintf(stderr, "wamux serve: %v\n", err)
+		return 2
+	}
 	log := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	if cfg.SecretKey == "" {
+		log.Warn("--insecure-dev: no WAMUX_SECRET_KEY; secrets at rest are sealed with a key kept in the data directory, beside the data it protects",
+			"key_file", filepath.Join(cfg.DataDir, app.SecretKeyFile))
+	}
 	// SIGHUP re-reads the config file's settings; a bad file is
 	// logged and changes nothing. Caught from here on, so an early HUP
 	// does not end the process.

@@ -3,8 +3,10 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -293,5 +295,43 @@ func TestUnknownCommand(t *testing.T) {
 	}
 	if code := run(context.Background(), []string{"--help"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "serve") {
 		t.Fatalf("help: code %d, stdout %q", code, out.String())
+	}
+}
+
+// TestServeNeedsSecretKey: without WAMUX_SECRET_KEY `wamux serve` exits 2
+// saying what to set, before it creates anything; with --insecure-dev it
+// starts on a generated key file (0600) in the data dir and warns.
+func TestServeNeedsSecretKey(t *testing.T) {
+	t.Setenv("WAMUX_SECRET_KEY", "")
+	dataDir := filepath.Join(t.TempDir(), "data")
+	var out, errOut strings.Builder
+	code := run(context.Background(), []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir}, &out, &errOut)
+	if code != 2 || !strings.Contains(errOut.String(), "WAMUX_SECRET_KEY") || !strings.Contains(errOut.String(), "--insecure-dev") {
+		t.Fatalf("serve without a secret key: exit %d\n%s", code, errOut.String())
+	}
+	if _, err := os.Stat(dataDir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("serve without a secret key touched the data dir: %v", err)
+	}
+
+	cmd := exec.Command(os.Args[0], "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--insecure-dev")
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "WAMUX_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "WAMUX_TEST_RUN_MAIN=1", "WAMUX_API_KEYS="+childKey)
+	c := startCmd(t, cmd)
+	if !strings.Contains(c.stderr.String(), "--insecure-dev") || !strings.Contains(c.stderr.String(), "level=WARN") {
+		t.Errorf("no warning about --insecure-dev in the log:\n%s", c.stderr.String())
+	}
+	info, err := os.Stat(filepath.Join(dataDir, app.SecretKeyFile))
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v, %v; want mode 0600", info, err)
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := c.wait(t); code != 0 {
+		t.Fatalf("exit %d\n%s", code, c.stderr.String())
 	}
 }
