@@ -23,6 +23,7 @@ import (
 	"github.com/wamux/wamux/events"
 	"github.com/wamux/wamux/httpapi"
 	"github.com/wamux/wamux/internal/apikey"
+	"github.com/wamux/wamux/internal/baseurl"
 	"github.com/wamux/wamux/internal/netguard"
 	"github.com/wamux/wamux/internal/seal"
 	"github.com/wamux/wamux/outbound"
@@ -172,9 +173,16 @@ func (a *App) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	baseURLs, err := baseurl.Parse(a.cfg.ProviderBaseURLs)
+	if err != nil {
+		return fmt.Errorf("app: provider_base_urls: %w", err)
+	}
 	var u undoStack
 	st, claim, err := a.openClaimedStore(ctx, &u, keys)
 	if err != nil {
+		return u.fail(err)
+	}
+	if err := a.warnOutsideBaseURLs(ctx, st, baseURLs); err != nil {
 		return u.fail(err)
 	}
 	set, err := a.loadSettings(ctx, st)
@@ -214,6 +222,8 @@ func (a *App) Start(ctx context.Context) error {
 		AppSecret:   a.cfg.AppSecret,
 		VerifyToken: a.cfg.VerifyToken,
 		ReadMarker:  readMarker(provider),
+
+		ProviderBaseURLs: baseURLs,
 	})
 	if err != nil {
 		return u.fail(fmt.Errorf("app: http api: %w", err))
@@ -238,6 +248,23 @@ func (a *App) Start(ctx context.Context) error {
 	a.serve(api, ln)
 	a.started = true
 	a.log.Info("wamux started", "listen", ln.Addr().String(), "store", a.cfg.RedactedStore())
+	return nil
+}
+
+// warnOutsideBaseURLs logs every stored account whose base_url is outside
+// the provider allow-list: it keeps sending there (stored data is not
+// broken by a narrower list), but a change of it must fall under the list.
+func (a *App) warnOutsideBaseURLs(ctx context.Context, st store.Store, allowed baseurl.List) error {
+	accounts, err := st.ListAccounts(ctx)
+	if err != nil {
+		return fmt.Errorf("app: list accounts: %w", err)
+	}
+	for _, acc := range accounts {
+		if !allowed.Allows(acc.BaseURL) {
+			a.log.Warn("account base_url is outside provider_base_urls (WAMUX_PROVIDER_BASE_URLS); it keeps sending there until it is changed",
+				"account_id", acc.ID, "base_url", acc.BaseURL, "provider_base_urls", allowed.String())
+		}
+	}
 	return nil
 }
 

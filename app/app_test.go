@@ -51,6 +51,7 @@ func startApp(t *testing.T) *app.App {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Listen, cfg.DataDir, cfg.APIKeys = "127.0.0.1:0", t.TempDir(), []string{testKey}
+	cfg.ProviderBaseURLs = "http://127.0.0.1" // the simulator, on any port
 	a := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err := a.Start(context.Background()); err != nil {
 		t.Fatal(err)

@@ -51,6 +51,7 @@ func TestAccessTokenSealedAtRest(t *testing.T) {
 	key := randomKey(t)
 	cfg := config.Default()
 	cfg.Listen, cfg.DataDir, cfg.APIKeys, cfg.SecretKey = "127.0.0.1:0", t.TempDir(), []string{testKey}, key
+	cfg.ProviderBaseURLs = simURL
 	a := newApp(cfg)
 	if err := a.Start(context.Background()); err != nil {
 		t.Fatal(err)

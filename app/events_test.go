@@ -28,6 +28,7 @@ func TestStatusEventsReachSubscriber(t *testing.T) {
 	cfg := config.Default()
 	cfg.Listen, cfg.DataDir, cfg.APIKeys, cfg.AppSecret = "127.0.0.1:0", t.TempDir(), []string{testKey}, secret
 	cfg.EventAllowNetworks = "127.0.0.0/8"
+	cfg.ProviderBaseURLs = "http://127.0.0.1" // the simulator, on any port
 	a := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err := a.Start(context.Background()); err != nil {
 		t.Fatal(err)

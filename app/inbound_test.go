@@ -23,6 +23,7 @@ func TestInboundChargedToTheAccountsBucket(t *testing.T) {
 	const secret = "app-test-secret"
 	cfg := config.Default()
 	cfg.Listen, cfg.DataDir, cfg.APIKeys, cfg.AppSecret = "127.0.0.1:0", t.TempDir(), []string{testKey}, secret
+	cfg.ProviderBaseURLs = "http://127.0.0.1:1"
 	a := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err := a.Start(context.Background()); err != nil {
 		t.Fatal(err)

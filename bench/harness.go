@@ -112,6 +112,9 @@ func Start(ctx context.Context, cfg HarnessConfig) (*Harness, error) {
 		// its key file (secret.key), so its sealed tokens open next time.
 		c.SecretKey = randomKey()
 	}
+	// Accounts point at the simulator, which listens on a port of
+	// 127.0.0.1 chosen after the gateway starts.
+	c.ProviderBaseURLs = "http://127.0.0.1"
 	client, err := cloudapi.New(cloudapi.Config{Timeout: cfg.ClientTimeout})
 	if err != nil {
 		return nil, err

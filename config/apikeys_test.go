@@ -48,3 +48,32 @@ func TestAPIKeyScopes(t *testing.T) {
 		}
 	}
 }
+
+// TestProviderBaseURLs: Meta's Graph API by default; the environment or
+// the file replace the list; a bad or empty list stops the start.
+func TestProviderBaseURLs(t *testing.T) {
+	c, err := Load(nil, envOf(nil), io.Discard)
+	if err != nil || c.ProviderBaseURLs != "https://graph.facebook.com" {
+		t.Fatalf("default = %q, %v", c.ProviderBaseURLs, err)
+	}
+	c, err = Load(nil, envOf(map[string]string{"WAMUX_PROVIDER_BASE_URLS": "https://graph.facebook.com,http://127.0.0.1:8090"}), io.Discard)
+	if err != nil || c.ProviderBaseURLs != "https://graph.facebook.com,http://127.0.0.1:8090" {
+		t.Fatalf("from the environment = %q, %v", c.ProviderBaseURLs, err)
+	}
+	path := filepath.Join(t.TempDir(), "wamux.yaml")
+	if err := os.WriteFile(path, []byte("provider_base_urls: http://10.0.0.5\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := Load([]string{"--config", path}, envOf(nil), io.Discard); err != nil || c.ProviderBaseURLs != "http://10.0.0.5" {
+		t.Fatalf("from the file = %q, %v", c.ProviderBaseURLs, err)
+	}
+	for _, bad := range []string{"ftp://x.example", "https://x.example/?q", " , "} {
+		if err := os.WriteFile(path, []byte("provider_base_urls: '"+bad+"'\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Load([]string{"--config", path}, envOf(nil), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "provider_base_urls") {
+			t.Errorf("%q: %v, want an error naming provider_base_urls", bad, err)
+		}
+	}
+}

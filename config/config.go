@@ -24,7 +24,9 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/internal/apikey"
+	"github.com/wamux/wamux/internal/baseurl"
 	"github.com/wamux/wamux/internal/netguard"
 	"github.com/wamux/wamux/settings"
 )
@@ -45,6 +47,8 @@ const (
 	// ReceiptBloomPerHourMax keeps a typo from allocating more memory than
 	// a gateway has: 50,000,000 keys an hour take about 6.6 GiB.
 	ReceiptBloomPerHourMax = 50_000_000
+	// ProviderBaseURLsDefault allows Meta's Graph API only.
+	ProviderBaseURLsDefault = wamux.DefaultBaseURL
 )
 
 // Config is the static configuration of `wamux serve`.
@@ -80,6 +84,10 @@ type Config struct {
 	// serve` start without SecretKey, keeping the key next to the data it
 	// protects: for development only.
 	InsecureDev bool `yaml:"-"`
+	// ProviderBaseURLs are the base URLs an account's base_url may fall
+	// under (comma-separated; internal/baseurl says how they match): the
+	// account's access token goes there.
+	ProviderBaseURLs string `yaml:"provider_base_urls"`
 	// EventAllowNetworks are CIDRs where event subscriptions may point
 	// although private, loopback or link-local, and where plain http is
 	// accepted (comma-separated).
@@ -138,6 +146,7 @@ func Default() Config {
 		LogLevel:        LogLevelDefault,
 		ShutdownTimeout: Duration(ShutdownTimeoutDefault),
 
+		ProviderBaseURLs:    ProviderBaseURLsDefault,
 		ReceiptBloomPerHour: ReceiptBloomPerHourDefault,
 	}
 }
@@ -157,6 +166,11 @@ func (c Config) Validate() error {
 	}
 	if c.Store == "sqlite" && c.DataDir == "" {
 		return errors.New("data_dir must not be empty with the sqlite store")
+	}
+	if l, err := baseurl.Parse(c.ProviderBaseURLs); err != nil {
+		return fmt.Errorf("provider_base_urls: %w", err)
+	} else if l.Len() == 0 {
+		return errors.New("provider_base_urls must name at least one base URL (default " + ProviderBaseURLsDefault + ")")
 	}
 	if _, err := netguard.ParseNetworks(c.EventAllowNetworks); err != nil {
 		return fmt.Errorf("event_allow_networks: %w", err)
@@ -333,6 +347,7 @@ func applyEnv(c *Config, getenv func(string) string) error {
 	env("WAMUX_VERIFY_TOKEN", &c.VerifyToken)
 	env("WAMUX_SECRET_KEY", &c.SecretKey)
 	env("WAMUX_EVENT_ALLOW_NETWORKS", &c.EventAllowNetworks)
+	env("WAMUX_PROVIDER_BASE_URLS", &c.ProviderBaseURLs)
 	env("WAMUX_LOG_FORMAT", &c.LogFormat)
 	env("WAMUX_LOG_LEVEL", &c.LogLevel)
 	if v := getenv("WAMUX_API_KEYS"); v != "" {

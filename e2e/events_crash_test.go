@@ -60,7 +60,7 @@ func startGateway(t *testing.T, bin, addr, dataDir string) *gateway {
 	t.Helper()
 	cmd := exec.Command(bin, "serve", "--listen", addr, "--data-dir", dataDir, "--insecure-dev")
 	cmd.Env = append(os.Environ(), "WAMUX_API_KEYS="+crashKey, "WAMUX_APP_SECRET="+crashAppSecret,
-		"WAMUX_EVENT_ALLOW_NETWORKS=127.0.0.0/8", "WAMUX_LOG_LEVEL=warn")
+		"WAMUX_EVENT_ALLOW_NETWORKS=127.0.0.0/8", "WAMUX_PROVIDER_BASE_URLS=http://127.0.0.1", "WAMUX_LOG_LEVEL=warn")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -104,8 +104,15 @@ func startApp(t *testing.T) *app.App {
 // startAppWithKey is startApp with key as the one API key.
 func startAppWithKey(t *testing.T, key string) *app.App {
 	t.Helper()
+	return startAppWith(t, func(c *config.Config) { c.APIKeys = []string{key} })
+}
+
+// startAppWith is startApp with the configuration changed by configure.
+func startAppWith(t *testing.T, configure func(*config.Config)) *app.App {
+	t.Helper()
 	cfg := config.Default()
-	cfg.Listen, cfg.DataDir, cfg.APIKeys = "127.0.0.1:0", t.TempDir(), []string{key}
+	cfg.Listen, cfg.DataDir, cfg.APIKeys = "127.0.0.1:0", t.TempDir(), []string{startAppKey}
+	configure(&cfg)
 	a := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err := a.Start(context.Background()); err != nil {
 		t.Fatal(err)

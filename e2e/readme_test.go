@@ -188,6 +188,7 @@ var configSample = map[string]string{
 	"verify_token":           "a-verify-token",
 	"secret_key":             "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
 	"event_allow_networks":   "127.0.0.0/8",
+	"provider_base_urls":     "https://graph.facebook.com,http://127.0.0.1:8090",
 	"log_format":             "json",
 	"log_level":              "debug",
 	"shutdown_timeout":       "7s",
@@ -218,6 +219,8 @@ func configField(c config.Config, key string) string {
 		return c.SecretKey
 	case "event_allow_networks":
 		return c.EventAllowNetworks
+	case "provider_base_urls":
+		return c.ProviderBaseURLs
 	case "log_format":
 		return c.LogFormat
 	case "log_level":
@@ -504,7 +507,13 @@ func TestAPIDocCurlExamples(t *testing.T) {
 	t.Cleanup(func() { s.Close() })
 	t.Cleanup(simSrv.Close)
 
-	a := startAppWithKey(t, env["WAMUX_API_KEYS"])
+	if env["WAMUX_PROVIDER_BASE_URLS"] == "" {
+		t.Fatalf("%s examples do not allow the simulator's address (WAMUX_PROVIDER_BASE_URLS)", apiDoc)
+	}
+	a := startAppWith(t, func(c *config.Config) {
+		c.APIKeys = []string{env["WAMUX_API_KEYS"]}
+		c.ProviderBaseURLs = strings.ReplaceAll(env["WAMUX_PROVIDER_BASE_URLS"], "http://127.0.0.1:8090", simSrv.URL)
+	})
 	runCurls(t, apiDoc, a.Addr(), curls, "http://127.0.0.1:8090", simSrv.URL)
 }
 

@@ -1,18 +1,14 @@
 package e2e_test
 
 import (
-	"context"
 	"io"
-	"log/slog"
 	"maps"
 	"net/http"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/wamux/wamux/app"
 	"github.com/wamux/wamux/config"
 )
 
@@ -42,18 +38,9 @@ func docRoutes(t *testing.T, cell string) []string {
 func TestAPIDocScopes(t *testing.T) {
 	others := map[string]string{"send": "scope-ra-key-0001", "read": "scope-sa-key-0002", "admin": "scope-rs-key-0003"}
 	alone := map[string]string{"send": "scope-s-key-0004", "read": "scope-r-key-0005", "admin": "scope-a-key-0006"}
-	cfg := config.Default()
-	cfg.Listen, cfg.DataDir = "127.0.0.1:0", t.TempDir()
-	cfg.APIKeys = []string{others["send"] + ":read+admin", others["read"] + ":send+admin", others["admin"] + ":read+send",
-		alone["send"] + ":send", alone["read"] + ":read", alone["admin"] + ":admin"}
-	a := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err := a.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		a.Stop(ctx)
+	a := startAppWith(t, func(c *config.Config) {
+		c.APIKeys = []string{others["send"] + ":read+admin", others["read"] + ":send+admin", others["admin"] + ":read+send",
+			alone["send"] + ":send", alone["read"] + ":read", alone["admin"] + ":admin"}
 	})
 
 	scoped := map[string]string{}

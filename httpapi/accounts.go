@@ -112,6 +112,9 @@ func (s *Server) handleCreateAccount(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a, err := req.validate()
+	if err == nil {
+		err = s.allowedBaseURL(a.BaseURL)
+	}
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -125,7 +128,8 @@ func (s *Server) handleCreateAccount(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.accountChanged(r, created, false)
-	s.logger(r).Info("account created", "account_id", created.ID, "rate_per_sec", created.RatePerSec, "burst", created.Burst)
+	s.logger(r).Info("account created", "account_id", created.ID, "base_url", created.BaseURL,
+		"rate_per_sec", created.RatePerSec, "burst", created.Burst)
 	w.Header().Set("Location", "/v1/accounts/"+url.PathEscape(created.ID))
 	writeJSON(w, http.StatusCreated, s.accountView(created))
 }
@@ -195,6 +199,15 @@ func validBaseURL(s string) error {
 	return nil
 }
 
+// allowedBaseURL refuses a base_url outside the provider allow-list: the
+// account's access token goes to it with every send.
+func (s *Server) allowedBaseURL(u string) error {
+	if !s.baseURLs.Allows(u) {
+		return wamux.Errorf(wamux.EInvalid, "base_url must fall under one of the provider base URLs the gateway allows (WAMUX_PROVIDER_BASE_URLS): %s", s.baseURLs)
+	}
+	return nil
+}
+
 // validRate keeps a rate within what the send pipeline's limiter takes:
 // a smaller one would be stored, then refused by the limiter, leaving the
 // account without a sender and the next start failing on it.
@@ -245,6 +258,9 @@ func (s *Server) handlePatchAccount(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, err := req.validate(time.Now())
+	if err == nil && p.BaseURL != nil {
+		err = s.allowedBaseURL(*p.BaseURL)
+	}
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -267,11 +283,15 @@ func (s *Server) handlePatchAccount(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.accountChanged(r, after, req.State != nil && wamux.AccountState(*req.State) == wamux.AccountActive)
-	s.logger(r).Info("account changed", "account_id", id,
+	attrs := []any{"account_id", id,
 		"rate_per_sec_old", before.RatePerSec, "rate_per_sec_new", after.RatePerSec,
 		"burst_old", before.Burst, "burst_new", after.Burst,
 		"state_old", before.State, "state_new", after.State,
-		"token_changed", p.AccessToken != nil)
+		"token_changed", p.AccessToken != nil, "base_url_changed", after.BaseURL != before.BaseURL}
+	if after.BaseURL != before.BaseURL {
+		attrs = append(attrs, "base_url_old", before.BaseURL, "base_url_new", after.BaseURL)
+	}
+	s.logger(r).Info("account changed", attrs...)
 	writeJSON(w, http.StatusOK, s.accountView(after))
 }
 

@@ -13,7 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/internal/apikey"
+	"github.com/wamux/wamux/internal/baseurl"
 	"github.com/wamux/wamux/settings"
 	"github.com/wamux/wamux/store"
 )
@@ -78,6 +80,9 @@ type Config struct {
 	// ReadMarker marks inbound messages read at the provider; without it
 	// POST /v1/accounts/{id}/inbound/{wamid}/read is not served.
 	ReadMarker ReadMarker
+	// ProviderBaseURLs are where an account's base_url may point (its
+	// access token goes there); empty allows Meta's Graph API only.
+	ProviderBaseURLs baseurl.List
 }
 
 // Server serves the HTTP API.
@@ -94,6 +99,7 @@ type Server struct {
 	settings     *settings.Manager
 	events       Events
 	readMarker   ReadMarker
+	baseURLs     baseurl.List
 	handler      http.Handler
 	// patterns are the routes registered, in order, so a test can walk
 	// every one of them (export_test.go) and none is left unchecked.
@@ -131,6 +137,10 @@ func New(cfg Config) (*Server, error) {
 		settings:     cfg.Settings,
 		events:       cfg.Events,
 		readMarker:   cfg.ReadMarker,
+		baseURLs:     cfg.ProviderBaseURLs,
+	}
+	if s.baseURLs.Len() == 0 {
+		s.baseURLs = baseurl.MustParse(wamux.DefaultBaseURL)
 	}
 	if s.storeTimeout <= 0 {
 		s.storeTimeout = StoreTimeoutDefault

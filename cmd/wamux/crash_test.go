@@ -26,7 +26,8 @@ func startServeAt(t *testing.T, dir, addr, secret string, flags ...string) *chil
 	args := append([]string{"serve", "--listen", addr, "--data-dir", filepath.Join(dir, "data")}, flags...)
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "WAMUX_TEST_RUN_MAIN=1", "WAMUX_API_KEYS="+childKey, "WAMUX_SECRET_KEY="+childSecretKey, "WAMUX_APP_SECRET="+secret, "WAMUX_LOG_LEVEL=warn")
+	cmd.Env = append(os.Environ(), "WAMUX_TEST_RUN_MAIN=1", "WAMUX_API_KEYS="+childKey, "WAMUX_SECRET_KEY="+childSecretKey, "WAMUX_APP_SECRET="+secret, "WAMUX_LOG_LEVEL=warn",
+		"WAMUX_PROVIDER_BASE_URLS=http://127.0.0.1") // the simulator, on any port
 	return startCmd(t, cmd)
 }
 
