@@ -11,8 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -211,10 +209,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if path == "" || strings.ContainsRune(path, '?') {
 		return nil, wamux.Errorf(wamux.EInvalid, "sqlite path must be a file name without '?'")
 	}
-	if dir := filepath.Dir(path); dir != "" {
-		if err := os.MkdirAll(dir, 0o750); err != nil {
-			return nil, fmt.Errorf("sqlite: create data dir: %w", err)
-		}
+	if err := prepareFiles(path, opts.Logger); err != nil {
+		return nil, err
 	}
 	busy := strconv.FormatInt(opts.BusyTimeout.Milliseconds(), 10)
 	q := url.Values{}
