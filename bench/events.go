@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/wamux/wamux/events"
 	"github.com/wamux/wamux/sim"
 	"github.com/wamux/wamux/store"
+	"github.com/wamux/wamux/store/postgres"
 )
 
 // EventsConfig configures `wamux bench events`.
@@ -31,7 +33,7 @@ type EventsConfig struct {
 	Batch   int
 	Callers int
 	// Store is "sqlite" (default, a temporary directory) or a PostgreSQL
-	// URL.
+	// URL (a fresh schema, dropped afterwards).
 	Store string
 	// Timeout bounds the wait for one round's or the ceiling's events.
 	Timeout time.Duration
@@ -136,9 +138,15 @@ func RunEvents(ctx context.Context, cfg EventsConfig) (EventsReport, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return EventsReport{}, err
 	}
-	hc := HarnessConfig{Store: cfg.Store, Logger: cfg.Logger, EventAllowNetworks: "127.0.0.0/8"}
-	if cfg.Store == "sqlite" {
-		hc.Store = ""
+	hc := HarnessConfig{Logger: cfg.Logger, EventAllowNetworks: "127.0.0.0/8"}
+	if cfg.Store != "" && cfg.Store != "sqlite" {
+		// A fresh schema, dropped afterwards, as bench receipts uses.
+		url, drop, err := benchSchema(ctx, cfg.Store)
+		if err != nil {
+			return EventsReport{}, err
+		}
+		defer drop()
+		hc.Store = url
 	}
 	h, err := Start(ctx, hc)
 	if err != nil {
@@ -242,7 +250,7 @@ func eventsRound(ctx context.Context, h *Harness, recv *eventReceiver, cfg Event
 	}
 	round.ElapsedSec = fed.Sub(start).Seconds()
 	round.ReceiptsPerSec = float64(round.Receipts) / round.ElapsedSec
-	ids, err := statusEventIDs(ctx, h.App.Store(), cursor)
+	ids, err := settledEventIDs(ctx, h.App.Store(), cursor, cfg.Timeout)
 	if err != nil {
 		return round, nil, 0, err
 	}
@@ -285,7 +293,7 @@ func eventsCeiling(ctx context.Context, h *Harness, recv *eventReceiver, cfg Eve
 	if _, err := insertAccepted(ctx, h.App.Store(), "c", cfg.Ceiling); err != nil {
 		return err
 	}
-	ids, err := statusEventIDs(ctx, h.App.Store(), cursor)
+	ids, err := settledEventIDs(ctx, h.App.Store(), cursor, cfg.Timeout)
 	if err != nil {
 		return err
 	}
@@ -346,6 +354,26 @@ func eventsHead(ctx context.Context, st store.Store) (string, error) {
 			return cursor, nil
 		}
 		cursor = next
+	}
+}
+
+// settledEventIDs are the webhook-ids of the message.status events after
+// cursor once the feed lists no more for half a second, within timeout.
+// The feed lists an event only when no event before it can still commit:
+// on PostgreSQL, any transaction open on the server holds it back.
+func settledEventIDs(ctx context.Context, st store.Store, cursor string, timeout time.Duration) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var ids []string
+	for {
+		more, err := statusEventIDs(ctx, st, cursor)
+		if err != nil || (len(more) == len(ids) && len(ids) > 0) {
+			return more, err
+		}
+		ids = more
+		if !pause(ctx, 500*time.Millisecond) {
+			return ids, nil
+		}
 	}
 }
 
@@ -451,4 +479,26 @@ func mean(xs []float64) float64 {
 func percentileOf(xs []float64, q float64) float64 {
 	slices.Sort(xs)
 	return percentile(xs, q)
+}
+
+// benchSchema creates a fresh schema on the PostgreSQL server at spec and
+// returns spec with that schema as its search_path, and a drop that
+// removes the schema.
+func benchSchema(ctx context.Context, spec string) (string, func(), error) {
+	if !strings.HasPrefix(spec, "postgres://") && !strings.HasPrefix(spec, "postgresql://") {
+		return "", nil, fmt.Errorf(`--store must be "sqlite" or a PostgreSQL URL`)
+	}
+	schema := "wamux_bench_" + randomHex(6)
+	st, err := postgres.Open(ctx, spec, postgres.Options{Schema: schema})
+	if err != nil {
+		return "", nil, err
+	}
+	sep := "?"
+	if strings.Contains(spec, "?") {
+		sep = "&"
+	}
+	return spec + sep + "search_path=" + schema, func() {
+		_, _ = st.Pool().Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+		st.Close()
+	}, nil
 }

@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"os"
 	"testing"
+	"time"
 )
 
 // TestRunEventsSmall runs the events benchmark at a small size: every
@@ -56,5 +58,23 @@ func TestEventsConfigRounds(t *testing.T) {
 	c := EventsConfig{}
 	if err := c.setDefaults(); err != nil || c.Rounds != 6 || c.Messages != 2000 {
 		t.Fatalf("defaults: %+v, %v", c, err)
+	}
+}
+
+// TestRunEventsPostgres: on PostgreSQL, in a schema of its own that is
+// dropped afterwards, every event written is delivered.
+func TestRunEventsPostgres(t *testing.T) {
+	url := os.Getenv("WAMUX_TEST_POSTGRES")
+	if url == "" {
+		t.Skip("WAMUX_TEST_POSTGRES not set")
+	}
+	rep, err := RunEvents(context.Background(), EventsConfig{Messages: 30, Rounds: 2, Ceiling: 50, Batch: 10, Callers: 2,
+		Store: url, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Store != "postgres" || rep.Written == 0 || rep.Delivered != rep.Written || rep.Missing != 0 ||
+		rep.CeilingEvents != 50 || rep.CeilingMissing != 0 {
+		t.Fatalf("report %+v", rep)
 	}
 }

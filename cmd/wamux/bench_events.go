@@ -20,7 +20,7 @@ func runBenchEvents(ctx context.Context, args []string, stdout, stderr io.Writer
 	ceiling := fs.Int("ceiling", 20000, "events written while the subscription is disabled, then delivered at once (0: skip)")
 	batch := fs.Int("batch", 100, "receipts per Ingest call")
 	callers := fs.Int("callers", 16, "concurrent Ingest callers")
-	storeSpec := fs.String("store", "sqlite", `"sqlite" (a temporary directory) or a PostgreSQL URL`)
+	storeSpec := fs.String("store", "sqlite", `"sqlite" (a temporary directory) or a PostgreSQL URL (a fresh schema, dropped afterwards)`)
 	timeout := fs.Duration("timeout", bench.EventsTimeoutDefault, "longest wait for one round's or the ceiling's events to arrive")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	fs.Usage = func() {
