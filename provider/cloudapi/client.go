@@ -153,7 +153,28 @@ func (c *Client) Send(ctx context.Context, dest Destination, msg wamux.Message) 
 	if early != nil {
 		return *early
 	}
-	return Classify(status, data, header, nil)
+	return classifyAnswer(dest, status, data, header)
+}
+
+// classifyAnswer classifies a whole answer of dest. Its Reason holds only
+// what Classify parses from Meta's error envelope (code, message,
+// details), never the body itself; and a provider that echoes the access
+// token there does not get it stored, even cut off at the end.
+func classifyAnswer(dest Destination, status int, data []byte, header http.Header) Result {
+	r := Classify(status, data, header, nil)
+	tok := dest.AccessToken
+	if tok == "" {
+		return r
+	}
+	r.Reason = strings.ReplaceAll(r.Reason, tok, "[redacted]")
+	const minPrefix = 6
+	for n := len(tok) - 1; n >= minPrefix; n-- {
+		if strings.HasSuffix(r.Reason, tok[:n]) {
+			r.Reason = r.Reason[:len(r.Reason)-n] + "[redacted]"
+			break
+		}
+	}
+	return r
 }
 
 // MarkRead makes one attempt to mark the inbound message wamid as read
@@ -178,7 +199,7 @@ func (c *Client) MarkRead(ctx context.Context, dest Destination, wamid string) R
 			return Result{Outcome: Accepted, HTTPStatus: status, Code: -1}
 		}
 	}
-	return Classify(status, data, header, nil)
+	return classifyAnswer(dest, status, data, header)
 }
 
 // post makes one POST of body to dest's messages endpoint and returns the
