@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"crypto/subtle"
 	"net/http"
 	"strings"
@@ -56,9 +55,6 @@ func bearerKey(h string) (string, bool) {
 	return h[len(scheme):], true
 }
 
-// callerKey holds the id of the API key a request was authenticated with.
-const callerKey ctxKey = 1
-
 // requireKey lets a request through with a valid key that holds need: no
 // key or a wrong one is a 401, a key without the scope a 403 naming it.
 func (s *Server) requireKey(need apikey.Scope, next http.HandlerFunc) http.HandlerFunc {
@@ -75,6 +71,10 @@ func (s *Server) requireKey(need apikey.Scope, next http.HandlerFunc) http.Handl
 			writeError(w, r, wamux.Errorf(wamux.EForbidden, "this API key (id %s, scopes %s) lacks the %s scope this endpoint needs", key.ID(), key.Scopes, need))
 			return
 		}
-		next(w, r.WithContext(context.WithValue(r.Context(), callerKey, key.ID())))
+		if need == apikey.Admin && r.Method != http.MethodGet {
+			s.audited(w, r, key.ID(), next)
+			return
+		}
+		next(w, r)
 	}
 }

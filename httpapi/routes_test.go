@@ -106,6 +106,7 @@ var (
 		"GET /v1/config", "PATCH /v1/config",
 		"POST /v1/receipts:batch", "GET /v1/dead-letters", "GET /v1/late-receipts",
 		"GET /v1/accounts/{id}/inbound", "POST /v1/accounts/{id}/inbound/{wamid}/read",
+		"GET /v1/audit",
 	}
 	openRoutes = []string{
 		"GET /healthz", "GET /readyz", "GET /metrics", "GET /{$}", "GET /ui/state", "GET /ui/{file}",

@@ -63,6 +63,7 @@ var routeScopes = map[string]string{
 	"DELETE /v1/subscriptions/{id}":               "admin",
 	"POST /v1/subscriptions/{id}/secret:rotate":   "admin",
 	"POST /v1/subscriptions/{id}/replay":          "admin",
+	"GET /v1/audit":                               "admin",
 }
 
 // lacking is, per scope, a key holding both other scopes but not it.

@@ -184,6 +184,7 @@ func (s *Server) routes() http.Handler {
 		v1("POST /v1/messages/{msg_id}/release", apikey.Admin, s.handleRelease)
 		v1("POST /v1/messages/{msg_id}/drop", apikey.Admin, s.handleDrop)
 	}
+	v1("GET /v1/audit", apikey.Admin, s.handleAudit, "limit")
 	if s.settings != nil {
 		v1("GET /v1/config", apikey.Read, s.handleGetConfig)
 		v1("PATCH /v1/config", apikey.Admin, s.handlePatchConfig)

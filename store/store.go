@@ -37,6 +37,29 @@ type Store interface {
 	PipelineStore // the receipt pipeline
 	EventStore
 	InboundStore
+	AdminAuditStore
+}
+
+// AdminAuditStore keeps the record of admin actions (GET /v1/audit).
+type AdminAuditStore interface {
+	// AddAdminAction records one action; a zero At is stamped with the
+	// store's clock.
+	AddAdminAction(ctx context.Context, a AdminAction) error
+	// ListAdminActions returns up to limit actions, newest first.
+	ListAdminActions(ctx context.Context, limit int) ([]AdminAction, error)
+}
+
+// AdminAction is one change of configuration or decision for others made
+// through the API: who (the API key's id, never the key), what (the route,
+// its target and the names of the fields it set, never their values) and
+// when.
+type AdminAction struct {
+	ID     int64
+	At     time.Time
+	KeyID  string
+	Route  string // the route pattern, "PATCH /v1/accounts/{id}"
+	Target string // the id the route names; "" for /v1/config
+	Fields []string
 }
 
 // AccountStore keeps the business phone numbers.

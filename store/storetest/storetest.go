@@ -43,6 +43,7 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("Pipeline", func(t *testing.T) { testPipeline(t, newStore) })
 	t.Run("Events", func(t *testing.T) { testEvents(t, newStore) })
 	t.Run("Inbound", func(t *testing.T) { testInbound(t, newStore) })
+	t.Run("AdminAudit", func(t *testing.T) { testAdminAudit(t, newStore(t)) })
 }
 
 func ctx(t *testing.T) context.Context { return t.Context() }
