@@ -75,7 +75,9 @@ type ReplaceToken func(ctx context.Context, id, prev, next string) error
 // an older key of a rotation is sealed again, each through replace. Every
 // sealed token must open: those that do not (their key is not in s, or s
 // is nil) make the error, which names each account and key id. With a nil
-// Sealer nothing is written.
+// Sealer or a nil replace nothing is written: a store another gateway
+// serves is only checked, since that gateway's keys may not open what a
+// new key would seal.
 func SealTokens(ctx context.Context, s Sealer, rows []StoredToken, replace ReplaceToken) (SealCounts, error) {
 	var n SealCounts
 	var errs []error
@@ -85,7 +87,7 @@ func SealTokens(ctx context.Context, s Sealer, rows []StoredToken, replace Repla
 			errs = append(errs, err)
 			continue
 		}
-		if s == nil || (seal.IsSealed(r.Stored) && s.Current(r.Stored)) {
+		if s == nil || replace == nil || (seal.IsSealed(r.Stored) && s.Current(r.Stored)) {
 			continue
 		}
 		next, err := SealToken(s, plain)

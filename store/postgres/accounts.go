@@ -156,27 +156,46 @@ func (s *Store) UpdateAccount(ctx context.Context, id string, p store.AccountPat
 }
 
 // sealTokens runs store.SealTokens over every account when the store
-// opens, and logs what it wrote. Each token is replaced only while it
-// still holds the text read, so a concurrent write is never undone.
+// opens, and logs what it wrote. It writes only while no gateway holds
+// the schema's lock (Claim), since a running one may lack the key the
+// tokens would be sealed under, and otherwise only checks that every
+// token opens. Each token is replaced only while it still holds the text
+// read, so a concurrent write is never undone.
 func (s *Store) sealTokens(ctx context.Context) error {
-	rows, err := s.pool.Query(ctx, `SELECT id, access_token FROM accounts ORDER BY id`)
-	if err != nil {
-		return fmt.Errorf("postgres: read access tokens: %w", wrapErr(err))
-	}
-	toks, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.StoredToken, error) {
-		var t store.StoredToken
-		err := r.Scan(&t.AccountID, &t.Stored)
-		return t, err
+	var n store.SealCounts
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var schema string
+		if err := tx.QueryRow(ctx, `SELECT coalesce(current_schema(), '')`).Scan(&schema); err != nil {
+			return err
+		}
+		var free bool
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, OwnerLockKey(schema)).Scan(&free); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT id, access_token FROM accounts ORDER BY id`)
+		if err != nil {
+			return err
+		}
+		toks, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.StoredToken, error) {
+			var t store.StoredToken
+			err := r.Scan(&t.AccountID, &t.Stored)
+			return t, err
+		})
+		if err != nil {
+			return err
+		}
+		var replace store.ReplaceToken
+		if free {
+			replace = func(ctx context.Context, id, prev, next string) error {
+				_, err := tx.Exec(ctx, `UPDATE accounts SET access_token = $1 WHERE id = $2 AND access_token = $3`, next, id, prev)
+				return err
+			}
+		}
+		n, err = store.SealTokens(ctx, s.opts.Sealer, toks, replace)
+		return err
 	})
 	if err != nil {
-		return fmt.Errorf("postgres: read access tokens: %w", wrapErr(err))
-	}
-	n, err := store.SealTokens(ctx, s.opts.Sealer, toks, func(ctx context.Context, id, prev, next string) error {
-		_, err := s.pool.Exec(ctx, `UPDATE accounts SET access_token = $1 WHERE id = $2 AND access_token = $3`, next, id, prev)
-		return wrapErr(err)
-	})
-	if err != nil {
-		return fmt.Errorf("postgres: %w", err)
+		return fmt.Errorf("postgres: access tokens: %w", wrapErr(err))
 	}
 	if n.Sealed+n.Resealed > 0 && s.opts.Logger != nil {
 		s.opts.Logger.Info("access tokens sealed at rest", "plaintext_sealed", n.Sealed, "resealed_under_current_key", n.Resealed)

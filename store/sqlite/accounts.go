@@ -163,7 +163,9 @@ func (s *Store) UpdateAccount(ctx context.Context, id string, p store.AccountPat
 }
 
 // sealTokens runs store.SealTokens over every account on conn, before the
-// writer starts, and logs what it wrote. When it wrote anything it
+// writer starts, and logs what it wrote; it writes only while it can take
+// the gateway lock (Claim), and otherwise only checks that every token
+// opens. When it wrote anything it
 // checkpoints the WAL and truncates it, so no page holding a token in
 // plaintext stays in the WAL file (secure_delete zeroes the replaced cells
 // in the database file).
@@ -184,10 +186,21 @@ func (s *Store) sealTokens(ctx context.Context, conn *sql.Conn) error {
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return fmt.Errorf("sqlite: read access tokens: %w", wrapErr(err))
 	}
-	n, err := store.SealTokens(ctx, s.opts.Sealer, toks, func(ctx context.Context, id, prev, next string) error {
+	replace := func(ctx context.Context, id, prev, next string) error {
 		_, err := conn.ExecContext(ctx, `UPDATE accounts SET access_token = ? WHERE id = ? AND access_token = ?`, next, id, prev)
 		return wrapErr(err)
-	})
+	}
+	// Only while no gateway holds the store: a running one may lack the
+	// key these tokens would be sealed under.
+	unlock, err := lockFile(s.path + LockSuffix)
+	if errors.Is(err, store.ErrInUse) {
+		replace = nil
+	} else if err != nil {
+		return err
+	} else {
+		defer unlock()
+	}
+	n, err := store.SealTokens(ctx, s.opts.Sealer, toks, replace)
 	if err != nil {
 		return fmt.Errorf("sqlite: %w", err)
 	}

@@ -57,6 +57,7 @@ func RunSealing(t *testing.T, newSealing func(t *testing.T) Sealing) {
 	t.Run("PlaintextSealedAtOpen", func(t *testing.T) { testPlaintextSealedAtOpen(t, newSealing(t)) })
 	t.Run("Rotation", func(t *testing.T) { testSealRotation(t, newSealing(t)) })
 	t.Run("MissingKey", func(t *testing.T) { testSealMissingKey(t, newSealing(t)) })
+	t.Run("HeldStoreOnlyChecked", func(t *testing.T) { testSealHeldStore(t, newSealing(t)) })
 }
 
 const (
@@ -265,5 +266,39 @@ func testSealMissingKey(t *testing.T, h Sealing) {
 	}
 	s = openSealed(t, h, k) // the right key still opens it
 	wantTokens(t, s, map[string]string{"acc1": tokenA})
+	closeStore(t, s)
+}
+
+// testSealHeldStore: a store opened while a gateway holds it (Claim) seals
+// nothing, since that gateway may lack the new key, but still checks that
+// every token opens; once free, the next open seals.
+func testSealHeldStore(t *testing.T, h Sealing) {
+	oldKey, newKey := NewKey(t), NewKey(t)
+	oldRing := NewKeyring(t, oldKey)
+	running := openSealed(t, h, oldRing)
+	owner, ok := running.(store.Owner)
+	if !ok {
+		closeStore(t, running)
+		t.Skip("the store cannot be claimed")
+	}
+	createWithToken(t, running, "acc1", "1001", tokenA)
+	claim, err := owner.Claim(ctx(t))
+	must(t, err)
+
+	rotated := NewKeyring(t, newKey, oldKey)
+	second := openSealed(t, h, rotated)
+	wantRawSealed(t, h, "acc1", tokenA, keyIDOf(t, oldRing)) // left for the running gateway to read
+	wantTokens(t, second, map[string]string{"acc1": tokenA})
+	closeStore(t, second)
+	if s, err := h.Open(t, NewKeyring(t)); err == nil {
+		closeStore(t, s)
+		t.Fatal("a store whose tokens the keys do not open opened while held")
+	}
+	wantTokens(t, running, map[string]string{"acc1": tokenA})
+	must(t, claim.Release())
+	closeStore(t, running)
+
+	s := openSealed(t, h, rotated)
+	wantRawSealed(t, h, "acc1", tokenA, keyIDOf(t, rotated))
 	closeStore(t, s)
 }
