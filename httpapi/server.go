@@ -74,6 +74,11 @@ type Config struct {
 	// Neither is ever logged or returned.
 	AppSecret   string
 	VerifyToken string
+	// WebhookMaxBodies and WebhookBodyBudget bound the webhook bodies
+	// being read (and not yet verified) at once, in count and bytes
+	// (WebhookMaxBodiesDefault, WebhookBodyBudgetDefault when zero).
+	WebhookMaxBodies  int
+	WebhookBodyBudget int64
 	// Events serves /v1/subscriptions and /v1/events; without it they
 	// are not served.
 	Events Events
@@ -112,6 +117,7 @@ type Server struct {
 	appSecrets  []string
 	verifyToken string
 	phones      *phoneCache
+	webhookGate *bodyGate
 }
 
 // New builds the server and registers its metrics on cfg.Registry.

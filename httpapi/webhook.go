@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -39,6 +38,7 @@ func (s *Server) initReceipts(cfg Config) {
 	}
 	s.verifyToken = cfg.VerifyToken
 	s.phones = &phoneCache{ttl: phoneCacheTTL, m: map[string]phoneEntry{}}
+	s.webhookGate = newBodyGate(cfg.WebhookMaxBodies, cfg.WebhookBodyBudget)
 }
 
 // receiptRoutes adds the webhook, the agents' batch endpoint and the
@@ -117,22 +117,13 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	writeWebhookAnswer(w, &n)
 }
 
-// readWebhook reads a notification's body, checks its signature on the
-// raw bytes and parses it; the error is the domain error to answer.
+// readWebhook reads a notification's body, checks its signature while
+// reading (readSignedBody) and parses it only once it verified; the error
+// is the domain error to answer.
 func (s *Server) readWebhook(w http.ResponseWriter, r *http.Request) (*cloudapi.Webhook, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyWebhook))
+	body, err := s.readSignedBody(w, r)
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return nil, wamux.Errorf(wamux.ETooLarge, "webhook body exceeds %d bytes", MaxBodyWebhook)
-		}
-		return nil, wamux.Errorf(wamux.EInvalid, "webhook body could not be read")
-	}
-	if !cloudapi.VerifySignatureAny(r.Header.Get(cloudapi.SignatureHeader), body, s.appSecrets) {
-		if len(s.appSecrets) == 0 {
-			s.logger(r).Warn("webhook refused: no app secret is configured (WAMUX_APP_SECRET)")
-		}
-		return nil, wamux.Errorf(wamux.EUnauthorized, "missing or invalid %s", cloudapi.SignatureHeader)
+		return nil, err
 	}
 	hook, err := cloudapi.ParseWebhook(body)
 	if err != nil {
