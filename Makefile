@@ -10,7 +10,7 @@ STATICCHECK_VERSION := v0.8.2
 WAMUX_TEST_POSTGRES ?= postgres://postgres@127.0.0.1:5432/test
 export WAMUX_TEST_POSTGRES
 
-.PHONY: test fmt-check vet staticcheck unit build bench
+.PHONY: test fmt-check vet staticcheck unit build bench chaos
 
 test: fmt-check vet staticcheck unit
 
@@ -40,3 +40,10 @@ build:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# Chaos rounds against `wamux serve` children (docs/reliability.md); make
+# test runs five short ones. SEED=N replays a round from its seed.
+ROUNDS ?= 50
+SEED   ?= 0
+chaos:
+	$(GO) test -count=1 -timeout 90m -run '^TestChaos$$' -v ./chaos -chaos.rounds=$(ROUNDS) -chaos.seed=$(SEED)
