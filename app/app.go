@@ -24,6 +24,7 @@ import (
 	"github.com/wamux/wamux/httpapi"
 	"github.com/wamux/wamux/internal/apikey"
 	"github.com/wamux/wamux/internal/baseurl"
+	"github.com/wamux/wamux/internal/httpserve"
 	"github.com/wamux/wamux/internal/netguard"
 	"github.com/wamux/wamux/internal/seal"
 	"github.com/wamux/wamux/outbound"
@@ -447,22 +448,15 @@ func (a *App) startRetention(u *undoStack, st store.Store, set *settings.Manager
 }
 
 // serve starts the HTTP server on ln. Every phase of a connection is
-// bounded, so a client that trickles its request, never reads the answer
-// or idles cannot hold a socket and a goroutine for ever. WriteTimeout
-// runs from the end of the headers: it leaves room for reading a body
-// (ReadTimeout) and for the handler's own bound (the API's store timeout,
-// 10 s).
+// bounded and the connections open at once are capped (httpserve), so
+// clients that trickle, idle or open sockets by the thousand can hold
+// neither the file limit nor a goroutine for ever.
 func (a *App) serve(api http.Handler, ln net.Listener) {
-	a.server = &http.Server{
-		Handler:           api,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       60 * time.Second,
-		WriteTimeout:      90 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
-	}
+	hs := httpserve.New(api, a.cfg.MaxConnections, slog.NewLogLogger(a.log.Handler(), slog.LevelWarn))
+	a.server = hs.Server
 	a.serveErr = make(chan error, 1)
-	go func() { a.serveErr <- a.server.Serve(ln) }()
+	go func() { a.serveErr <- hs.Serve(ln) }()
+	a.log.Info("HTTP connections capped", "max_connections", hs.MaxConns())
 }
 
 // Stop stops intake and waits for in-flight requests until ctx ends, then

@@ -103,6 +103,10 @@ type Config struct {
 	// are confirmed against the store (none is lost either way); memory is
 	// about 141 bytes per key. Static: it sizes memory at start.
 	ReceiptBloomPerHour int `yaml:"receipt_bloom_per_hour"`
+	// MaxConnections caps the HTTP connections open at once; the next
+	// ones wait in the kernel's backlog. 0: half of the open-file limit
+	// (RLIMIT_NOFILE).
+	MaxConnections int `yaml:"max_connections"`
 	// Settings are runtime settings (the keys of /v1/config, values as
 	// text: "90s", "false", "5000"), applied at start and on SIGHUP over
 	// what the store holds. Load checks each key and value on its own
@@ -191,6 +195,9 @@ func (c Config) Validate() error {
 	if c.ReceiptBloomPerHour <= 0 || c.ReceiptBloomPerHour > ReceiptBloomPerHourMax {
 		return fmt.Errorf("receipt_bloom_per_hour must be between 1 and %d, got %d", ReceiptBloomPerHourMax, c.ReceiptBloomPerHour)
 	}
+	if c.MaxConnections < 0 {
+		return fmt.Errorf("max_connections must be 0 (half the open-file limit) or positive, got %d", c.MaxConnections)
+	}
 	keys, err := apikey.Parse(c.APIKeys)
 	if err != nil {
 		return fmt.Errorf("api_keys: %w", err)
@@ -253,6 +260,7 @@ type serveFlags struct {
 	logLevel     *string
 	shutdown     *time.Duration
 	bloomPerHour *int
+	maxConns     *int
 	insecureDev  *bool
 }
 
@@ -273,6 +281,8 @@ func parseFlags(args []string, out io.Writer) (*serveFlags, error) {
 		shutdown:   fs.Duration("shutdown-timeout", ShutdownTimeoutDefault, "bound on draining in-flight work at shutdown"),
 		bloomPerHour: fs.Int("receipt-bloom-per-hour", ReceiptBloomPerHourDefault,
 			"distinct receipts an hour the receipt Bloom filter is sized for (~141 bytes each)"),
+		maxConns: fs.Int("max-connections", 0,
+			"HTTP connections open at once; the next wait in the kernel backlog (0: half the open-file limit)"),
 		insecureDev: fs.Bool("insecure-dev", false,
 			"start without WAMUX_SECRET_KEY, keeping a generated key in secret.key in the data directory (development only)"),
 	}
@@ -325,6 +335,8 @@ func (f *serveFlags) applyTo(c *Config) {
 			c.ShutdownTimeout = Duration(*f.shutdown)
 		case "receipt-bloom-per-hour":
 			c.ReceiptBloomPerHour = *f.bloomPerHour
+		case "max-connections":
+			c.MaxConnections = *f.maxConns
 		case "insecure-dev":
 			c.InsecureDev = *f.insecureDev
 		}
@@ -366,6 +378,13 @@ func applyEnv(c *Config, getenv func(string) string) error {
 			return fmt.Errorf("WAMUX_RECEIPT_BLOOM_PER_HOUR must be a whole number, got %q", v)
 		}
 		c.ReceiptBloomPerHour = n
+	}
+	if v := getenv("WAMUX_MAX_CONNECTIONS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("WAMUX_MAX_CONNECTIONS must be a whole number, got %q", v)
+		}
+		c.MaxConnections = n
 	}
 	return nil
 }

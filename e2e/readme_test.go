@@ -193,6 +193,7 @@ var configSample = map[string]string{
 	"log_level":              "debug",
 	"shutdown_timeout":       "7s",
 	"receipt_bloom_per_hour": "1234",
+	"max_connections":        "500",
 }
 
 // configField renders the field of c that a YAML key fills, as the
@@ -229,6 +230,8 @@ func configField(c config.Config, key string) string {
 		return time.Duration(c.ShutdownTimeout).String()
 	case "receipt_bloom_per_hour":
 		return fmt.Sprint(c.ReceiptBloomPerHour)
+	case "max_connections":
+		return fmt.Sprint(c.MaxConnections)
 	case "settings":
 		if len(c.Settings) == 0 {
 			return ""

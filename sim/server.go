@@ -11,9 +11,9 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/internal/httpserve"
 )
 
 // Server is the simulator. It is an http.Handler, so it can be mounted in
@@ -181,7 +181,10 @@ func (s *Server) Start(ctx context.Context, addr string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("sim: listen on %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
+	hs := httpserve.New(s, 0, slog.NewLogLogger(s.log.Handler(), slog.LevelDebug))
+	// Injected faults hold answers for as long as they are told to.
+	hs.WriteTimeout = 0
+	srv := hs.Server
 	s.srvMu.Lock()
 	if s.srv != nil {
 		s.srvMu.Unlock()
@@ -192,7 +195,7 @@ func (s *Server) Start(ctx context.Context, addr string) (string, error) {
 	s.srvMu.Unlock()
 	go func() {
 		defer close(s.srvDone)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("sim: serve", "err", err)
 		}
 	}()
