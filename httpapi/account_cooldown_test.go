@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wamux/wamux/httpapi"
 	"github.com/wamux/wamux/internal/testwait"
 )
 
@@ -12,13 +13,16 @@ import (
 // says when it ends (cooldown_until, in the future); the account sends
 // nothing until then and is active again afterwards by itself, like a
 // cooldown the gateway sets. A cooldown without an end, or with an end in
-// the past, would leave the account showing "cooldown" for good: 400.
+// the past, would leave the account showing "cooldown" for good, and one
+// ending more than 30 days ahead is a disabled account: 400.
 func TestPatchCooldownPausesUntilItEnds(t *testing.T) {
 	g := newGateway(t)
 	past := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339Nano)
 	for _, body := range []string{
 		`{"state":"cooldown"}`,
 		`{"state":"cooldown","cooldown_until":"` + past + `"}`,
+		`{"state":"cooldown","cooldown_until":"9999-12-31T00:00:00Z"}`,
+		`{"state":"cooldown","cooldown_until":"` + time.Now().Add(httpapi.MaxOperatorCooldown+time.Hour).UTC().Format(time.RFC3339Nano) + `"}`,
 		`{"cooldown_until":"` + time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano) + `"}`,
 		`{"state":"active","cooldown_until":"` + time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano) + `"}`,
 	} {

@@ -365,9 +365,15 @@ func operatorCooldown(until *time.Time, now time.Time) (time.Time, error) {
 		return time.Time{}, wamux.Errorf(wamux.EInvalid, `state "cooldown" needs cooldown_until, when it ends`)
 	case !until.After(now):
 		return time.Time{}, wamux.Errorf(wamux.EInvalid, `cooldown_until must be in the future; state "active" ends a cooldown`)
+	case until.After(now.Add(MaxOperatorCooldown)):
+		return time.Time{}, wamux.Errorf(wamux.EInvalid, `cooldown_until must be at most %d days ahead; state "disabled" stops an account for longer`, int(MaxOperatorCooldown.Hours()/24))
 	}
 	return until.UTC(), nil
 }
+
+// MaxOperatorCooldown is how far ahead an operator's cooldown may end: a
+// pause longer than a month is a disabled account, which says so.
+const MaxOperatorCooldown = 30 * 24 * time.Hour
 
 // accountChanged tells the send pipeline; the change is stored already, so
 // a failure here is logged and the pipeline picks it up on restart.

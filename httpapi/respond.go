@@ -10,8 +10,10 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"reflect"
 	"strings"
 	"syscall"
+	"time"
 	"unicode/utf8"
 
 	"github.com/wamux/wamux"
@@ -124,17 +126,41 @@ func jsonError(err error, limit int64) error {
 		return wamux.Errorf(wamux.EInvalid, "request body is empty; a JSON object is required")
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return wamux.Errorf(wamux.EInvalid, "request body is truncated JSON")
+	case errors.As(err, &syntax) && strings.Contains(syntax.Error(), "exceeded max depth"):
+		return wamux.Errorf(wamux.EInvalid, "JSON nested too deeply (max %d)", maxJSONDepth)
 	case errors.As(err, &syntax):
 		return wamux.Errorf(wamux.EInvalid, "malformed JSON at byte %d", syntax.Offset)
 	case errors.As(err, &typeError):
 		if typeError.Field != "" {
-			return wamux.Errorf(wamux.EInvalid, "field %q must be %s", typeError.Field, jsonKind(typeError.Type.Kind().String()))
+			return wamux.Errorf(wamux.EInvalid, "field %q must be %s", typeError.Field, jsonKindOf(typeError.Type))
 		}
 		return wamux.Errorf(wamux.EInvalid, "request body must be a JSON object")
+	case strings.HasPrefix(err.Error(), "Time.UnmarshalJSON: "), strings.HasPrefix(err.Error(), "parsing time "):
+		// encoding/json does not say which field a time.Time was.
+		return wamux.Errorf(wamux.EInvalid, "a time field must be an RFC 3339 time string (2006-01-02T15:04:05Z)")
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		return wamux.Errorf(wamux.EInvalid, "unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
 	}
 	return wamux.Errorf(wamux.EInvalid, "invalid JSON body")
+}
+
+// maxJSONDepth is encoding/json's bound on nesting.
+const maxJSONDepth = 10000
+
+// jsonKindOf names the JSON a Go type is read from.
+func jsonKindOf(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case t == reflect.TypeFor[time.Time]():
+		return "an RFC 3339 time string"
+	case t.Kind() == reflect.Struct, t.Kind() == reflect.Map:
+		return "an object"
+	case t.Kind() == reflect.Array:
+		return "an array"
+	}
+	return jsonKind(t.Kind().String())
 }
 
 func jsonKind(goKind string) string {
