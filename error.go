@@ -3,6 +3,7 @@ package wamux
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Domain error codes. They are what a client sees in
@@ -19,6 +20,10 @@ const (
 	ENotAllowed   = "not_allowed"  // wrong HTTP method
 	EUnsupported  = "unsupported"  // wrong content type
 	ERateLimited  = "rate_limited" // the client itself is sending too much
+	// EQueueFull: the account's queue (count or backlog at its rate) or
+	// the gateway's memory budget for queued messages is full; retry
+	// after the error's RetryAfter.
+	EQueueFull    = "queue_full"
 	ENotImplement = "not_implemented"
 	// EOutsideWindow: a message other than a template to a customer whose
 	// last message to the account is older than the 24 h customer
@@ -34,6 +39,9 @@ const (
 type Error struct {
 	Code    string
 	Message string
+	// RetryAfter, when positive, is how long a client should wait before
+	// trying again (ERateLimited, EQueueFull).
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -67,4 +75,13 @@ func ErrorMessage(err error) string {
 		return e.Message
 	}
 	return "internal error"
+}
+
+// RetryAfter returns the wait a domain error asks of the client (0: none).
+func RetryAfter(err error) time.Duration {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.RetryAfter
+	}
+	return 0
 }

@@ -71,6 +71,10 @@ func (s *Server) requireKey(need apikey.Scope, next http.HandlerFunc) http.Handl
 			writeError(w, r, wamux.Errorf(wamux.EForbidden, "this API key (id %s, scopes %s) lacks the %s scope this endpoint needs", key.ID(), key.Scopes, need))
 			return
 		}
+		if ok, wait := s.keyLimits.allow(key.ID()); !ok {
+			writeError(w, r, keyLimited(key.ID(), wait))
+			return
+		}
 		if need == apikey.Admin && r.Method != http.MethodGet {
 			s.audited(w, r, key.ID(), next)
 			return

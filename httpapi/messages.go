@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/wamux/wamux"
@@ -40,7 +41,7 @@ type submitResponse struct {
 func resultView(r *http.Request, res outbound.SubmitResult) submitResponse {
 	if res.Err != nil {
 		code := wamux.ErrorCode(res.Err)
-		return submitResponse{Error: &errorBody{Code: code, Message: wamux.ErrorMessage(res.Err)}, status: httpStatus(code)}
+		return submitResponse{Error: &errorBody{Code: code, Message: wamux.ErrorMessage(res.Err), RetryAfter: retryAfterSeconds(res.Err)}, status: httpStatus(code)}
 	}
 	v := submitResponse{MsgID: res.Message.ID, Status: string(res.Message.Status), AccountID: res.Message.AccountID, status: http.StatusAccepted}
 	if res.Duplicate {
@@ -139,6 +140,17 @@ func (s *Server) handleSubmitBatch(w http.ResponseWriter, r *http.Request) {
 			}
 			results[at[j]] = resultView(r, one)
 		}
+	}
+	// A batch with refused items answers 200 (each item has its own
+	// result); Retry-After is the longest wait any of them asks.
+	retry := 0
+	for _, v := range results {
+		if v.Error != nil && v.Error.RetryAfter > retry {
+			retry = v.Error.RetryAfter
+		}
+	}
+	if retry > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(retry))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"results": results})
 }

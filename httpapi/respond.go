@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -23,6 +24,18 @@ type errorBody struct {
 	Code      string `json:"code"`
 	Message   string `json:"message"`
 	RequestID string `json:"request_id,omitempty"`
+	// RetryAfter is the Retry-After of a 429, in whole seconds.
+	RetryAfter int `json:"retry_after,omitempty"`
+}
+
+// retryAfterSeconds rounds a wait up to whole seconds, as Retry-After
+// counts them (0: no wait asked).
+func retryAfterSeconds(err error) int {
+	d := wamux.RetryAfter(err)
+	if d <= 0 {
+		return 0
+	}
+	return int((d + time.Second - 1) / time.Second)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -41,8 +54,12 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if code == wamux.EInternal && unavailable(err) {
 		code, msg = wamux.EUnavailable, "a dependency does not answer; retry later"
 	}
+	retry := retryAfterSeconds(err)
+	if retry > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(retry))
+	}
 	writeJSON(w, httpStatus(code), map[string]errorBody{
-		"error": {Code: code, Message: msg, RequestID: requestID(r.Context())},
+		"error": {Code: code, Message: msg, RequestID: requestID(r.Context()), RetryAfter: retry},
 	})
 }
 

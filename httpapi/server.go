@@ -88,6 +88,8 @@ type Config struct {
 	// ProviderBaseURLs are where an account's base_url may point (its
 	// access token goes there); empty allows Meta's Graph API only.
 	ProviderBaseURLs baseurl.List
+	// Clock times the per-key request buckets; the wall clock when nil.
+	Clock wamux.Clock
 }
 
 // Server serves the HTTP API.
@@ -95,6 +97,7 @@ type Server struct {
 	store        store.Store
 	log          *slog.Logger
 	auth         *apiKeys
+	keyLimits    *keyLimits // key_rate, key_burst per API key
 	live         LiveState
 	metrics      *metrics
 	registry     *prometheus.Registry
@@ -130,10 +133,15 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	var clock wamux.Clock = wallClock{}
+	if cfg.Clock != nil {
+		clock = cfg.Clock
+	}
 	s := &Server{
 		store:        cfg.Store,
 		log:          cfg.Logger,
 		auth:         auth,
+		keyLimits:    newKeyLimits(clock, cfg.Settings),
 		scopes:       map[string]apikey.Scope{},
 		live:         cfg.Live,
 		metrics:      m,
@@ -221,3 +229,7 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }

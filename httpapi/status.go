@@ -28,7 +28,7 @@ func httpStatus(code string) int {
 		return http.StatusMethodNotAllowed
 	case wamux.EUnsupported:
 		return http.StatusUnsupportedMediaType
-	case wamux.ERateLimited:
+	case wamux.ERateLimited, wamux.EQueueFull:
 		return http.StatusTooManyRequests
 	case wamux.ENotImplement:
 		return http.StatusNotImplemented

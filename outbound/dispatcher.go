@@ -81,6 +81,7 @@ type Dispatcher struct {
 	clock    wamux.Clock
 	timers   timerClock // clock, or the wall clock for one that runs no timers
 	metrics  *metrics
+	admit    *admission
 	limiter  *ratelimit.Adaptive
 	pairs    *ratelimit.PairLimiter
 	maxIn    int
@@ -148,6 +149,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		clock:    cfg.Clock,
 		timers:   systemClock{},
 		metrics:  m,
+		admit:    newAdmission(),
 		limiter:  adaptive,
 		pairs:    pairs,
 		maxIn:    cfg.MaxInflight,
@@ -514,6 +516,11 @@ func (d *Dispatcher) Submit(ctx context.Context, msgs []wamux.Message) ([]Submit
 	results := make([]SubmitResult, len(msgs))
 	b := d.routeBatch(ctx, msgs, results)
 	defer func() { d.arrived(b.routedTo) }()
+	taken, err := d.admitBatch(ctx, &b, results)
+	if err != nil {
+		return nil, err
+	}
+	defer d.releaseAdmitted(taken)
 	if len(b.toInsert) == 0 {
 		return results, nil
 	}

@@ -91,7 +91,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "wamux_seq_held_total", Help: "Messages parked as held: their seq arrived after it was skipped.",
 		}, []string{"account"}),
 		shed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "wamux_messages_shed_total", Help: "P2 messages dropped under overload, by reason (age, depth).",
+			Name: "wamux_messages_shed_total", Help: "Messages shed under overload: P2 dropped from the queue (age, depth), or refused at submit with 429 queue_full by the bound they hit (refused_depth, refused_backlog, refused_memory).",
 		}, []string{"account", "reason"}),
 		acceptLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "wamux_submit_to_accept_seconds", Help: "Time from submission to the provider's acceptance, by priority.",

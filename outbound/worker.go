@@ -33,7 +33,12 @@ type worker struct {
 	released  []wamux.Message // released by an operator: straight to the queue
 	adopted   []*item         // moved here with their recipient: ahead of the inbox
 	depthSnap [3]int
-	wake      chan struct{}
+	// intaking and waitingSnap count, for admission, the messages intake
+	// took from the inbox before depthSnap shows them, and those in the
+	// reorder buffer at the last scheduling round.
+	intaking    int
+	waitingSnap int
+	wake        chan struct{}
 
 	done     chan completion
 	handoffs chan handoff       // a recipient moving to another account (routing)
@@ -139,6 +144,14 @@ func (w *worker) backlog() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.depthSnap[0] + w.depthSnap[1] + w.depthSnap[2] + len(w.inbox) + len(w.released)
+}
+
+// queued is what admission counts against the account's bounds: its
+// backlog, the messages intake holds, and those waiting for their seq.
+func (w *worker) queued() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.depthSnap[0] + w.depthSnap[1] + w.depthSnap[2] + len(w.inbox) + len(w.released) + w.intaking + w.waitingSnap
 }
 
 func (w *worker) submit(m wamux.Message) {
@@ -338,6 +351,7 @@ func earliest(a, b time.Time) time.Time {
 func (w *worker) publishDepth() time.Time {
 	w.mu.Lock()
 	w.depthSnap = w.q.depth
+	w.intaking, w.waitingSnap = 0, w.buf.Len()+len(w.unstored)
 	w.mu.Unlock()
 	m := w.d.metrics
 	for p := 0; p < 3; p++ {
@@ -372,6 +386,7 @@ func (w *worker) intake() {
 	w.mu.Lock()
 	inbox, released, adopted := w.inbox, w.released, w.adopted
 	w.inbox, w.released, w.adopted = nil, nil, nil
+	w.intaking = len(inbox) + len(released)
 	w.mu.Unlock()
 	if len(inbox) == 0 && len(released) == 0 && len(adopted) == 0 {
 		return

@@ -40,6 +40,12 @@ type Values struct {
 	EventRetryWindow time.Duration // a delivery failing this long marks its subscription failing
 	InboundRetention time.Duration // inbound messages are kept this long
 	ServiceWindow    string        // "enforce": refuse free-form sends outside the 24 h window; "off"
+
+	QueueMaxDepth   int           // queued messages per account beyond this are refused at submit (429)
+	QueueMaxBacklog time.Duration // refused too when the queue would take longer than this to drain at the account's rate
+	QueueMemoryMiB  int           // estimated memory of queued messages, all accounts together, beyond this is refused
+	KeyRate         int           // requests per second one API key may make (token bucket)
+	KeyBurst        int           // requests one API key may make at once
 }
 
 // Service window modes (Values.ServiceWindow).
@@ -71,6 +77,12 @@ func Defaults() Values {
 		EventRetryWindow: 72 * time.Hour,
 		InboundRetention: 30 * 24 * time.Hour,
 		ServiceWindow:    ServiceWindowEnforce,
+
+		QueueMaxDepth:   50_000,
+		QueueMaxBacklog: time.Hour,
+		QueueMemoryMiB:  256,
+		KeyRate:         1000,
+		KeyBurst:        2000,
 	}
 }
 
@@ -168,6 +180,12 @@ var fields = map[string]field{
 	"event_retry_window": durationField(func(v *Values) *time.Duration { return &v.EventRetryWindow }, time.Minute, 30*24*time.Hour),
 	"inbound_retention":  durationField(func(v *Values) *time.Duration { return &v.InboundRetention }, time.Hour, 365*24*time.Hour),
 	"service_window":     choiceField(func(v *Values) *string { return &v.ServiceWindow }, ServiceWindowEnforce, ServiceWindowOff),
+
+	"queue_max_depth":   intField(func(v *Values) *int { return &v.QueueMaxDepth }, 10, 10_000_000),
+	"queue_max_backlog": durationField(func(v *Values) *time.Duration { return &v.QueueMaxBacklog }, time.Second, 7*24*time.Hour),
+	"queue_memory_mib":  intField(func(v *Values) *int { return &v.QueueMemoryMiB }, 1, 1<<20),
+	"key_rate":          intField(func(v *Values) *int { return &v.KeyRate }, 1, 1_000_000),
+	"key_burst":         intField(func(v *Values) *int { return &v.KeyBurst }, 1, 1_000_000),
 }
 
 // Keys lists every setting, sorted.
