@@ -246,11 +246,11 @@ func (w *worker) compensate(it *item) (action, time.Duration) {
 	if rp := d.receiptProgress(); rp != nil {
 		now := d.clock.Now()
 		if it.compSince.IsZero() {
-			it.compSince, it.compMark = now, rp.Appended()
+			it.compSince, it.compMark = now, rp.Appended(w.id)
 		}
 		// Statuses received before now are still being processed: look
 		// again shortly, for at most another quiet period.
-		if rp.Processed() < it.compMark && now.Sub(it.compSince) < s.QuietPeriod {
+		if rp.Processed(w.id) < it.compMark && now.Sub(it.compSince) < s.QuietPeriod {
 			return actRetry, 200 * time.Millisecond
 		}
 	}
