@@ -85,6 +85,8 @@ type Dispatcher struct {
 	limiter  *ratelimit.Adaptive
 	pairs    *ratelimit.PairLimiter
 	maxIn    int
+	// throttles logs the provider's throttle answers.
+	throttles throttleLog
 
 	// Lock order: routeMu, then mu, then a worker's mu. A worker's
 	// cooldownMu is taken with none of them held.
