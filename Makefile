@@ -42,8 +42,10 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 # Chaos rounds against `wamux serve` children (docs/reliability.md); make
-# test runs five short ones. SEED=N replays a round from its seed.
+# test runs five short ones. SEED=N replays a round from its seed;
+# STORE=postgres://… runs the rounds on PostgreSQL, each in a fresh schema.
 ROUNDS ?= 50
 SEED   ?= 0
+STORE  ?=
 chaos:
-	$(GO) test -count=1 -timeout 90m -run '^TestChaos$$' -v ./chaos -chaos.rounds=$(ROUNDS) -chaos.seed=$(SEED)
+	$(GO) test -count=1 -timeout 90m -run '^TestChaos$$' -v ./chaos -chaos.rounds=$(ROUNDS) -chaos.seed=$(SEED) -chaos.store=$(STORE)

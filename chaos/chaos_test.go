@@ -3,6 +3,7 @@ package chaos_test
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -16,6 +17,7 @@ var (
 	rounds   = flag.Int("chaos.rounds", 5, "rounds to run, from seed -chaos.seed on")
 	seed     = flag.Uint64("chaos.seed", 0, "the first round's seed; 0 draws one from the clock")
 	messages = flag.Int("chaos.messages", 100, "messages per round")
+	store    = flag.String("chaos.store", "", "empty for SQLite, or a PostgreSQL URL: each round in a fresh schema there")
 )
 
 // TestChaos runs rounds of kill -9, restarts and injected faults against
@@ -37,21 +39,28 @@ func TestChaos(t *testing.T) {
 	if first == 0 {
 		first = uint64(time.Now().UnixNano()) % 1_000_000
 	}
+	replay := func(s uint64) string {
+		cmd := fmt.Sprintf("make chaos SEED=%d ROUNDS=1", s)
+		if *store != "" {
+			cmd += " STORE=" + *store
+		}
+		return cmd
+	}
 	for i := range *rounds {
 		s := first + uint64(i)
 		t.Logf("chaos: seed=%d", s)
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		res, err := chaos.Round(ctx, chaos.Config{Bin: bin, Dir: t.TempDir(), Seed: s, Messages: *messages, Logf: t.Logf})
+		res, err := chaos.Round(ctx, chaos.Config{Bin: bin, Dir: t.TempDir(), Store: *store, Seed: s, Messages: *messages, Logf: t.Logf})
 		cancel()
 		if err != nil {
-			t.Fatalf("chaos: seed=%d: %v\nreplay: make chaos SEED=%d ROUNDS=1", s, err, s)
+			t.Fatalf("chaos: seed=%d: %v\nreplay: %s", s, err, replay(s))
 		}
 		t.Logf("chaos: %s", res)
 		if len(res.Violations) > 0 {
 			for _, v := range res.Violations {
 				t.Error(v)
 			}
-			t.Fatalf("chaos: seed=%d broke %d invariants\nreplay: make chaos SEED=%d ROUNDS=1", s, len(res.Violations), s)
+			t.Fatalf("chaos: seed=%d broke %d invariants\nreplay: %s", s, len(res.Violations), replay(s))
 		}
 	}
 }

@@ -19,6 +19,9 @@ type GatewayConfig struct {
 	// Bin is the wamux binary.
 	Bin     string
 	DataDir string
+	// Store is the --store flag: empty for SQLite in DataDir, or a
+	// PostgreSQL URL.
+	Store string
 	// Env is added to the child's environment (WAMUX_API_KEYS and the
 	// like).
 	Env []string
@@ -55,7 +58,11 @@ func (l *lockedText) String() string {
 // StartGateway runs `wamux serve` on a free loopback port and returns once
 // it prints its listen line.
 func StartGateway(ctx context.Context, cfg GatewayConfig) (*Gateway, error) {
-	cmd := exec.Command(cfg.Bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", cfg.DataDir)
+	args := []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", cfg.DataDir}
+	if cfg.Store != "" {
+		args = append(args, "--store", cfg.Store)
+	}
+	cmd := exec.Command(cfg.Bin, args...)
 	cmd.Env = append(os.Environ(), cfg.Env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -113,11 +120,18 @@ func (g *Gateway) Stderr() string { return g.stderr.String() }
 
 var client = &http.Client{Timeout: 30 * time.Second}
 
-// Call makes one API request with key and returns status and body.
-func (g *Gateway) Call(ctx context.Context, key, method, path, body string) (int, []byte, error) {
+// Reply is a gateway's answer to one request.
+type Reply struct {
+	Code   int
+	Header http.Header
+	Body   []byte
+}
+
+// Do makes one API request with key.
+func (g *Gateway) Do(ctx context.Context, key, method, path, body string) (Reply, error) {
 	req, err := http.NewRequestWithContext(ctx, method, g.Base+path, strings.NewReader(body))
 	if err != nil {
-		return 0, nil, err
+		return Reply{}, err
 	}
 	req.Header.Set("Authorization", "Bearer "+key)
 	if body != "" {
@@ -125,9 +139,15 @@ func (g *Gateway) Call(ctx context.Context, key, method, path, body string) (int
 	}
 	res, err := client.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return Reply{}, err
 	}
 	defer res.Body.Close()
 	raw, err := io.ReadAll(res.Body)
-	return res.StatusCode, raw, err
+	return Reply{Code: res.StatusCode, Header: res.Header, Body: raw}, err
+}
+
+// Call makes one API request with key and returns status and body.
+func (g *Gateway) Call(ctx context.Context, key, method, path, body string) (int, []byte, error) {
+	rep, err := g.Do(ctx, key, method, path, body)
+	return rep.Code, rep.Body, err
 }

@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"net/http"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -23,8 +25,11 @@ type Config struct {
 	// Bin is the wamux binary the gateway runs as.
 	Bin string
 	// Dir holds the round's data directory.
-	Dir  string
-	Seed uint64
+	Dir string
+	// Store is empty for SQLite in Dir, or a PostgreSQL URL: the round
+	// runs in a schema of its own there, dropped afterwards.
+	Store string
+	Seed  uint64
 	// Messages is how many messages the producers submit; default 150.
 	Messages int
 	// Drain bounds the wait for everything to settle after the last
@@ -50,13 +55,17 @@ type Result struct {
 	Faults              map[string]int64
 	Rejected            map[int]int64
 	HooksRefused        int64 // status webhooks the tap refused
-	Settled             time.Duration
+	HooksLost           int64 // status webhooks the tap lost for good
+	Abuse               abuseStats
+	// MaxLatency is the longest a producer's answered request took.
+	MaxLatency time.Duration
+	Settled    time.Duration
 }
 
 func (r Result) String() string {
-	return fmt.Sprintf("seed=%d accounts=%d kills=%d %v submitted=%d at_provider=%d resends=%d faults=%v rejected=%v hooks_refused=%d settled=%s violations=%d",
-		r.Seed, r.Accounts, len(r.Kills), r.Kills, r.Submitted, r.AtProvider, r.Resends, r.Faults, r.Rejected, r.HooksRefused,
-		r.Settled.Round(time.Millisecond), len(r.Violations))
+	return fmt.Sprintf("seed=%d accounts=%d kills=%d %v submitted=%d at_provider=%d resends=%d faults=%v rejected=%v hooks_refused=%d hooks_lost=%d %s max_latency=%s settled=%s violations=%d",
+		r.Seed, r.Accounts, len(r.Kills), r.Kills, r.Submitted, r.AtProvider, r.Resends, r.Faults, r.Rejected, r.HooksRefused, r.HooksLost,
+		r.Abuse, r.MaxLatency.Round(time.Millisecond), r.Settled.Round(time.Millisecond), len(r.Violations))
 }
 
 const (
@@ -126,6 +135,7 @@ func draw(seed uint64) params {
 type round struct {
 	cfg  Config
 	p    params
+	a    abuse
 	sim  *sim.Server
 	tap  *tap
 	sink *sink
@@ -139,6 +149,12 @@ type round struct {
 	acked   map[string]bool
 	simURL  string
 	started time.Time
+
+	extra      map[string]*extraMsg // the flood's and slow clients' messages
+	extraN     int
+	violations []string // seen while the round runs
+	stats      abuseStats
+	maxLatency time.Duration
 }
 
 type message struct {
@@ -220,15 +236,26 @@ func Round(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Drain <= 0 {
 		cfg.Drain = 60 * time.Second
 	}
-	r := &round{cfg: cfg, p: draw(cfg.Seed), up: make(chan struct{}), byID: map[string]*message{}, acked: map[string]bool{}, started: time.Now()}
+	r := &round{cfg: cfg, p: draw(cfg.Seed), a: drawAbuse(cfg.Seed), up: make(chan struct{}), byID: map[string]*message{},
+		acked: map[string]bool{}, extra: map[string]*extraMsg{}, started: time.Now()}
 	res := Result{Seed: cfg.Seed, Accounts: r.p.accounts}
+	r.logf("chaos: seed=%d %s", cfg.Seed, r.a)
 	r.gcfg = GatewayConfig{Bin: cfg.Bin, DataDir: filepath.Join(cfg.Dir, "data"), Env: []string{
-		"WAMUX_API_KEYS=" + apiKey, "WAMUX_SECRET_KEY=" + secretKey(), "WAMUX_APP_SECRET=" + appSecret,
+		"WAMUX_API_KEYS=" + apiKey + "," + floodKey + ":send," + slowKey + ":send+read", "WAMUX_SECRET_KEY=" + secretKey(), "WAMUX_APP_SECRET=" + appSecret,
 		"WAMUX_EVENT_ALLOW_NETWORKS=127.0.0.0/8", "WAMUX_PROVIDER_BASE_URLS=http://127.0.0.1", "WAMUX_LOG_LEVEL=warn",
+		"WAMUX_MAX_CONNECTIONS=" + strconv.Itoa(maxConnections),
 	}}
 
 	var err error
-	if r.tap, err = startTap(cfg.Seed, r.p.refuse, r.base); err != nil {
+	if cfg.Store != "" {
+		spec, drop, err := freshSchema(ctx, cfg.Store)
+		if err != nil {
+			return res, err
+		}
+		defer drop()
+		r.gcfg.Store = spec
+	}
+	if r.tap, err = startTap(cfg.Seed, r.p.refuse, r.a.drop, r.base); err != nil {
 		return res, err
 	}
 	defer r.tap.Close()
@@ -279,6 +306,13 @@ func Round(ctx context.Context, cfg Config) (Result, error) {
 			}
 		}()
 	}
+	var abusers sync.WaitGroup
+	if r.a.flood != nil {
+		abusers.Go(func() { r.flood(pctx, produced) })
+	}
+	if r.a.slow != nil {
+		abusers.Go(func() { r.slowClients(pctx, produced) })
+	}
 	killed := make(chan struct{})
 	go func() {
 		defer close(killed)
@@ -291,11 +325,17 @@ func Round(ctx context.Context, cfg Config) (Result, error) {
 	}()
 	wg.Wait()
 	close(produced)
+	abusers.Wait()
 	<-killed
 	select {
 	case err := <-errs:
 		return res, err
 	default:
+	}
+	if r.a.flood != nil {
+		if err := r.configure(ctx, openSettings); err != nil {
+			return res, err
+		}
 	}
 	res.Submitted = len(r.acked)
 	r.logf("chaos: seed=%d %d messages acknowledged; draining", cfg.Seed, res.Submitted)
@@ -333,6 +373,21 @@ func (r *round) setup(ctx context.Context) error {
 			return err
 		}
 	}
+	if f := r.a.flood; f != nil && f.own {
+		if err := r.sim.AddNumber(sim.Number{PhoneNumberID: "777009", AccessToken: "tok-777009"}); err != nil {
+			return err
+		}
+		if _, err := must("POST", "/v1/accounts", fmt.Sprintf(
+			`{"id":"accF","phone_number_id":"777009","access_token":"tok-777009","base_url":%q,"rate_per_sec":%d,"burst":5}`,
+			r.simURL, f.rate)); err != nil {
+			return err
+		}
+	}
+	if r.a.flood != nil {
+		if _, err := must("PATCH", "/v1/config", floodSettings); err != nil {
+			return err
+		}
+	}
 	if _, err := must("PATCH", "/v1/config", `{"quiet_period":"1s","pair_interval":"1ms","pair_burst":1000,`+
 		`"max_attempts":30,"backoff_base":"50ms","backoff_cap":"500ms","cooldown_min":"200ms","cooldown_max":"1s"}`); err != nil {
 		return err
@@ -363,6 +418,27 @@ func (r *round) setup(ctx context.Context) error {
 		r.byID[r.msgs[i].id] = &r.msgs[i]
 	}
 	return nil
+}
+
+// configure patches the runtime settings on the running gateway.
+func (r *round) configure(ctx context.Context, patch string) error {
+	for {
+		gw, err := r.gateway(ctx)
+		if err != nil {
+			return err
+		}
+		code, raw, err := gw.Call(ctx, apiKey, "PATCH", "/v1/config", patch)
+		if err == nil && code == 200 {
+			return nil
+		}
+		if err == nil && code/100 == 4 {
+			return fmt.Errorf("PATCH /v1/config %s = %d %s", patch, code, raw)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		pause(ctx)
+	}
 }
 
 // produce submits producer i's share of the messages in batches (chunks
@@ -404,30 +480,33 @@ func (r *round) submit(ctx context.Context, batch []*message) error {
 		if err != nil {
 			return err
 		}
-		code, raw, err := gw.Call(ctx, apiKey, "POST", "/v1/messages:batch", body)
-		if err != nil || code != 200 {
+		begin := time.Now()
+		rep, err := gw.Do(ctx, apiKey, "POST", "/v1/messages:batch", body)
+		if err != nil || rep.Code/100 == 5 {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			if err == nil && code/100 == 4 {
-				return fmt.Errorf("batch refused: %d %s", code, raw)
-			}
 			continue // the gateway is down or restarting: the same batch again
 		}
+		r.answered(time.Since(begin))
+		switch {
+		case rep.Code == http.StatusTooManyRequests:
+			wait(ctx, r.whole429("a producer", rep))
+			continue
+		case rep.Code != http.StatusOK:
+			return fmt.Errorf("batch refused: %d %s", rep.Code, rep.Body)
+		}
 		var out struct {
-			Results []struct {
-				MsgID  string          `json:"msg_id"`
-				Status string          `json:"status"`
-				Error  json.RawMessage `json:"error"`
-			} `json:"results"`
+			Results []batchResult `json:"results"`
 		}
-		if err := json.Unmarshal(raw, &out); err != nil || len(out.Results) != len(batch) {
-			return fmt.Errorf("batch answer %s: %v", raw, err)
+		if err := json.Unmarshal(rep.Body, &out); err != nil || len(out.Results) != len(batch) {
+			return fmt.Errorf("batch answer %s: %v", rep.Body, err)
 		}
-		ok := true
+		ok, full := true, false
 		for i, res := range out.Results {
-			if len(res.Error) > 0 && string(res.Error) != "null" {
+			if res.Error != nil {
 				ok = false
+				full = full || res.Error.Code == wamux.EQueueFull
 				continue
 			}
 			if res.MsgID != batch[i].id {
@@ -440,6 +519,24 @@ func (r *round) submit(ctx context.Context, batch []*message) error {
 		if ok {
 			return nil
 		}
+		if full {
+			wait(ctx, r.retryAfter("a producer", rep.Header, out.Results))
+		}
+	}
+}
+
+// answered records how long a producer's answered request took.
+func (r *round) answered(d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.maxLatency = max(r.maxLatency, d)
+}
+
+// wait honours a Retry-After up to producerWaitMax.
+func wait(ctx context.Context, d time.Duration) {
+	select {
+	case <-time.After(min(d, producerWaitMax)):
+	case <-ctx.Done():
 	}
 }
 
@@ -540,8 +637,10 @@ func (r *round) settle(ctx context.Context) (map[string]state, error) {
 		}
 		pending := r.sim.Stats().Webhooks.Pending
 		settled := pending == 0
+		atProvider := r.atProvider()
 		for id := range r.acked {
-			if s, ok := states[id]; ok && settled && s.Status == r.want(id) && r.sink.has(id, s.Status) {
+			want := r.want(id, atProvider)
+			if s, ok := states[id]; ok && settled && s.Status == want && r.sink.has(id, s.Status) {
 				continue
 			}
 			code, raw, err := gw.Call(ctx, apiKey, "GET", "/v1/messages/"+id, "")
@@ -555,7 +654,7 @@ func (r *round) settle(ctx context.Context) (map[string]state, error) {
 				return nil, err
 			}
 			states[id] = s
-			if s.Status != r.want(id) || !r.sink.has(id, s.Status) {
+			if s.Status != want || !r.sink.has(id, s.Status) {
 				settled = false
 			}
 		}
@@ -566,8 +665,8 @@ func (r *round) settle(ctx context.Context) (map[string]state, error) {
 			lastLog = time.Now()
 			var waiting []string
 			for id, s := range states {
-				if s.Status != r.want(id) || !r.sink.has(id, s.Status) {
-					waiting = append(waiting, fmt.Sprintf("%s:%s/%s/%v", id[:6], s.Status, r.want(id), r.sink.has(id, s.Status)))
+				if want := r.want(id, atProvider); s.Status != want || !r.sink.has(id, s.Status) {
+					waiting = append(waiting, fmt.Sprintf("%s:%s/%s/%v", id[:min(12, len(id))], s.Status, want, r.sink.has(id, s.Status)))
 				}
 			}
 			r.logf("chaos: settling: webhooks pending %d, waiting %d %v", pending, len(waiting), waiting[:min(5, len(waiting))])
@@ -581,13 +680,26 @@ func (r *round) settle(ctx context.Context) (map[string]state, error) {
 }
 
 // want is the final status message id must reach: the strongest status
-// the gateway acknowledged for it, or failed when the provider never
-// accepted it (the gateway gave up on it).
-func (r *round) want(id string) string {
+// the gateway acknowledged for it; accepted when the provider accepted it
+// but no status of it reached the gateway (lost for good); failed when
+// the provider never accepted it (the gateway gave up on it).
+func (r *round) want(id string, atProvider map[string]bool) string {
 	if s := r.tap.expected(id); s != "" {
 		return s
 	}
+	if atProvider[id] {
+		return "accepted"
+	}
 	return "failed"
+}
+
+// atProvider is the set of msg_ids the simulator accepted.
+func (r *round) atProvider() map[string]bool {
+	out := map[string]bool{}
+	for _, pm := range r.sim.Messages("", "") {
+		out[pm.CallbackData] = true
+	}
+	return out
 }
 
 // check compares the end state against every invariant.
@@ -600,58 +712,45 @@ func (r *round) check(ctx context.Context, states map[string]state, res *Result)
 	st := r.sim.Stats()
 	res.Faults, res.Rejected = st.Totals.Faults, st.Totals.Rejected
 	r.tap.mu.Lock()
-	res.HooksRefused = r.tap.refused
+	res.HooksRefused, res.HooksLost = r.tap.refused, r.tap.dropped
 	r.tap.mu.Unlock()
+	r.mu.Lock()
+	res.Violations = append(res.Violations, r.violations...)
+	res.Abuse, res.MaxLatency = r.stats, r.maxLatency
+	r.mu.Unlock()
+	atProvider := r.atProvider()
 
 	// 1 and 5: every acknowledged message is stored, with the status its
 	// acknowledged receipts call for.
+	kept := make([]message, 0, len(r.msgs))
 	for _, m := range r.msgs {
 		if !r.acked[m.id] {
 			bad("acknowledged: %s (%s seq %d) was never acknowledged", m.id, m.account, m.seq)
 			continue
 		}
+		kept = append(kept, m)
+	}
+	for _, m := range r.extra {
+		if m.outcome == accepted {
+			kept = append(kept, m.message)
+		}
+	}
+	for _, m := range kept {
 		s, ok := states[m.id]
 		if !ok {
 			bad("stored: %s (%s seq %d) acknowledged but not found", m.id, m.account, m.seq)
 			continue
 		}
-		if want := r.want(m.id); s.Status != want {
+		if want := r.want(m.id, atProvider); s.Status != want {
 			r.tap.mu.Lock()
 			acked := r.tap.acked[m.id]
 			r.tap.mu.Unlock()
 			bad("status: %s (%s seq %d) is %s, want %s (receipts acknowledged: %v, attempts %d)", m.id, m.account, m.seq, s.Status, want, acked, s.Attempts)
 		}
 	}
-
-	// 2 and 3: at the provider, each msg_id once but for counted resends,
-	// in client_seq order per recipient.
-	seen := map[string]int{}
-	last := map[string]int64{}
-	for _, pm := range r.sim.Messages("", "") {
-		m, ok := r.byID[pm.CallbackData]
-		if !ok {
-			bad("provider: accepted a message with unknown callback data %q", pm.CallbackData)
-			continue
-		}
-		seen[m.id]++
-		if seen[m.id] > 1 {
-			continue
-		}
-		key := m.account + "/" + m.to
-		if m.seq <= last[key] {
-			bad("order: %s got seq %d after seq %d", key, m.seq, last[key])
-		}
-		last[key] = m.seq
-	}
-	for id, n := range seen {
-		res.AtProvider++
-		if n > 1 {
-			res.Resends += n - 1
-			if a := states[id].Attempts; n > a {
-				bad("once: %s accepted %d times by the provider, the gateway counts %d attempts", id, n, a)
-			}
-		}
-	}
+	r.checkProvider(states, res, bad)
+	// 7: refused messages are not stored (and, above, never sent).
+	r.checkRefused(ctx, bad)
 
 	// 4: the provider's limits.
 	if st.Totals.OverLimit != 0 || st.Totals.PairOverLimit != 0 {
@@ -661,7 +760,7 @@ func (r *round) check(ctx context.Context, states map[string]state, res *Result)
 
 	// 6: events.
 	r.sink.mu.Lock()
-	for _, m := range r.msgs {
+	for _, m := range kept {
 		if s, ok := states[m.id]; ok && !r.sink.statuses[m.id][s.Status] {
 			bad("events: %s is %s; the subscriber got %v", m.id, s.Status, keys(r.sink.statuses[m.id]))
 		}
@@ -674,6 +773,11 @@ func (r *round) check(ctx context.Context, states map[string]state, res *Result)
 	}
 	r.sink.mu.Unlock()
 
+	// 8: slow clients and the flood stalled no producer.
+	if res.MaxLatency > stallBound {
+		bad("stall: a producer's request took %s to be answered (bound %s)", res.MaxLatency.Round(time.Millisecond), stallBound)
+	}
+
 	r.mu.Lock()
 	gw := r.gw
 	r.mu.Unlock()
@@ -682,7 +786,73 @@ func (r *round) check(ctx context.Context, states map[string]state, res *Result)
 			bad("gateway panicked:\n%s", s)
 		}
 	}
-	_ = ctx
+}
+
+// refusedSample bounds how many refused msg_ids are looked up one by one;
+// all of them are checked against the provider's record.
+const refusedSample = 200
+
+// checkRefused: a message refused with 429 or queue_full is not stored
+// (GET answers 404) and never reaches the provider.
+func (r *round) checkRefused(ctx context.Context, bad func(string, ...any)) {
+	var ids []string
+	for id, m := range r.extra {
+		if m.outcome == refused {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	step := max(1, len(ids)/refusedSample)
+	gw, err := r.gateway(ctx)
+	if err != nil {
+		return
+	}
+	for i := 0; i < len(ids); i += step {
+		code, raw, err := gw.Call(ctx, apiKey, "GET", "/v1/messages/"+ids[i], "")
+		if err == nil && code != http.StatusNotFound {
+			bad("refused: %s was refused, GET answers %d %.200s", ids[i], code, raw)
+		}
+	}
+}
+
+// checkProvider checks invariants 2 and 3: at the provider, each msg_id
+// once but for counted resends, in client_seq order per recipient; and
+// nothing refused.
+func (r *round) checkProvider(states map[string]state, res *Result, bad func(string, ...any)) {
+	seen := map[string]int{}
+	last := map[string]int64{}
+	for _, pm := range r.sim.Messages("", "") {
+		m, ok := r.byID[pm.CallbackData]
+		if !ok {
+			e, ok := r.extra[pm.CallbackData]
+			if !ok {
+				bad("provider: accepted a message with unknown callback data %q", pm.CallbackData)
+				continue
+			}
+			if e.outcome == refused {
+				bad("refused: %s was refused but reached the provider", e.id)
+			}
+			m = &e.message
+		}
+		seen[m.id]++
+		if seen[m.id] > 1 || m.seq == 0 {
+			continue
+		}
+		key := m.account + "/" + m.to
+		if m.seq <= last[key] {
+			bad("order: %s got seq %d after seq %d", key, m.seq, last[key])
+		}
+		last[key] = m.seq
+	}
+	for id, n := range seen {
+		res.AtProvider++
+		if s, ok := states[id]; ok && n > 1 {
+			res.Resends += n - 1
+			if a := s.Attempts; n > a {
+				bad("once: %s accepted %d times by the provider, the gateway counts %d attempts", id, n, a)
+			}
+		}
+	}
 }
 
 func keys(m map[string]bool) []string {

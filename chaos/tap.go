@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"io"
 	"math/rand/v2"
@@ -15,9 +16,16 @@ import (
 
 // tap stands between the simulator's status webhooks and the gateway. It
 // forwards each POST to whichever gateway process is running, refuses
-// some with 503 without forwarding (the simulator redelivers them), and
-// records the statuses of every POST the gateway answered 200: what the
-// gateway promised to keep, the input of the expected final statuses.
+// some with 503 without forwarding (the simulator redelivers them), loses
+// some for good, and records the statuses of every POST the gateway
+// answered 200: what the gateway promised to keep, the input of the
+// expected final statuses.
+//
+// A POST is lost only the first time its body is seen, never on a
+// redelivery: a POST forwarded once may have been stored by a gateway
+// killed before it answered, and only its redelivery, answered 200, puts
+// its statuses in the expectation. Losing that redelivery would leave a
+// status stored that no expectation knows of.
 type tap struct {
 	srv    *http.Server
 	URL    string
@@ -27,21 +35,27 @@ type tap struct {
 	mu      sync.Mutex
 	rng     *rand.Rand
 	refuse  float64
-	acked   map[string][]string // msg_id (biz_opaque_callback_data) → statuses acked
+	drop    float64
+	dropRng *rand.Rand
+	bodies  map[[sha256.Size]byte]bool // every body seen: true when it was lost
+	acked   map[string][]string        // msg_id (biz_opaque_callback_data) → statuses acked
 	posts   int64
 	refused int64
+	dropped int64 // POSTs lost for good: answered 200, never forwarded
 	failed  int64 // forwards not answered 200 (gateway down or refusing)
 }
 
-func startTap(seed uint64, refuse float64, target func() string) (*tap, error) {
+func startTap(seed uint64, refuse, drop float64, target func() string) (*tap, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	t := &tap{URL: "http://" + ln.Addr().String() + "/webhook", target: target, refuse: refuse,
-		rng:    rand.New(rand.NewPCG(seed, 0x7a9)),
-		acked:  map[string][]string{},
-		client: &http.Client{Timeout: 10 * time.Second}}
+	t := &tap{URL: "http://" + ln.Addr().String() + "/webhook", target: target, refuse: refuse, drop: drop,
+		rng:     rand.New(rand.NewPCG(seed, 0x7a9)),
+		dropRng: rand.New(rand.NewPCG(seed, 0xd40)),
+		bodies:  map[[sha256.Size]byte]bool{},
+		acked:   map[string][]string{},
+		client:  &http.Client{Timeout: 10 * time.Second}}
 	t.srv = &http.Server{Handler: t, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = t.srv.Serve(ln) }()
 	return t, nil
@@ -68,8 +82,20 @@ func (t *tap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusBadRequest)
 		return
 	}
+	sum := sha256.Sum256(body)
 	t.mu.Lock()
 	t.posts++
+	lost, seen := t.bodies[sum]
+	if !seen {
+		lost = t.dropRng.Float64() < t.drop
+		t.bodies[sum] = lost
+	}
+	if lost {
+		t.dropped++
+		t.mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+		return
+	}
 	refuse := t.rng.Float64() < t.refuse
 	if refuse {
 		t.refused++
