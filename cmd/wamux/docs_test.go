@@ -91,7 +91,7 @@ func TestDocumentedFlagsExist(t *testing.T) {
 	cancel()
 	var help strings.Builder
 	for _, args := range [][]string{{"serve"}, {"sim"}, {"demo"}, {"bench"}, {"bench", "outbound"},
-		{"bench", "receipts"}, {"bench", "webhook"}, {"bench", "events"}} {
+		{"bench", "receipts"}, {"bench", "webhook"}, {"bench", "events"}, {"bench", "flood"}} {
 		run(ctx, append(args, "--help"), &help, &help)
 	}
 	known := map[string]bool{"help": true}
