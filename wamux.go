@@ -214,6 +214,16 @@ func (t ReceiptType) Version() int {
 	return 0
 }
 
+// MaxEventTimeAhead is how far past the moment the gateway receives a
+// receipt its EventTime may lie; the gateway refuses one further ahead.
+// Meta stamps a status with its own clock and an agent with its host's,
+// so a little skew against the gateway's is normal. A receipt far ahead
+// would win every tie at its strength until then, and make a stronger
+// receipt stamped before it late (audited, not merged) once the late
+// window had passed: the message's status would hold for as long as the
+// time lies ahead.
+const MaxEventTimeAhead = 15 * time.Minute
+
 // Receipt is one status report about one provider message.
 type Receipt struct {
 	// MessageID is the provider's id (the wamid) the status is about.

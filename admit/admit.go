@@ -8,7 +8,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -18,13 +20,19 @@ import (
 
 // Limits on what a message may carry. The Cloud API caps a text body at
 // 4,096 characters; a template object beyond 64 KiB is certainly a mistake.
+// The deepest components Meta defines nest 9 levels of arrays and objects
+// (components, a carousel's cards, a card's components, their parameters,
+// a parameter's media object; or a button's action, its sections and their
+// product items); deeper is no template, and is refused before it is
+// stored and forwarded.
 const (
-	maxTextBody       = 4096
-	maxTemplateBytes  = 64 << 10
-	maxClientSeq      = 1<<53 - 1 // exact in every JSON client
-	maxMsgIDLength    = 128
-	maxBizTypeLength  = 64
-	maxAccountIDBytes = 64
+	maxTextBody        = 4096
+	maxTemplateBytes   = 64 << 10
+	maxComponentsDepth = 16
+	maxClientSeq       = 1<<53 - 1 // exact in every JSON client
+	maxMsgIDLength     = 128
+	maxBizTypeLength   = 64
+	maxAccountIDBytes  = 64
 )
 
 var (
@@ -179,6 +187,10 @@ func admitPayload(req Request) ([]byte, error) {
 			if err := dec.Decode(&comps); err != nil {
 				return nil, invalid("template.components must be an array")
 			}
+			if at, deep := tooDeep(comps, 1, "template.components"); deep {
+				return nil, invalid("template.components nests arrays and objects more than " +
+					strconv.Itoa(maxComponentsDepth) + " levels deep (at " + at + ")")
+			}
 			// No components, null and [] are one request: the same
 			// fingerprint (a retry spelling it otherwise is a duplicate,
 			// not a conflict), and null never reaches the provider, which
@@ -195,6 +207,44 @@ func admitPayload(req Request) ([]byte, error) {
 		return json.Marshal(t)
 	}
 	return nil, invalid("type must be text or template")
+}
+
+// tooDeep reports whether v, at nesting level depth, is or holds an array
+// or object past maxComponentsDepth, and the path of the first (keys in
+// order) that is.
+func tooDeep(v any, depth int, path string) (string, bool) {
+	switch v := v.(type) {
+	case []any:
+		if depth > maxComponentsDepth {
+			return path, true
+		}
+		for i, e := range v {
+			if at, deep := tooDeep(e, depth+1, path+"["+strconv.Itoa(i)+"]"); deep {
+				return at, true
+			}
+		}
+	case map[string]any:
+		if depth > maxComponentsDepth {
+			return path, true
+		}
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			if at, deep := tooDeep(v[k], depth+1, path+pathKey(k)); deep {
+				return at, true
+			}
+		}
+	}
+	return "", false
+}
+
+// pathKey is how a key shows in a path: .key for a short name of letters,
+// digits and '_', [...] for anything else, which is not repeated back.
+func pathKey(k string) string {
+	if len(k) == 0 || len(k) > 32 || strings.ContainsFunc(k, func(r rune) bool {
+		return !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+	}) {
+		return "[...]"
+	}
+	return "." + k
 }
 
 func strictUnmarshal(raw []byte, dst any) error {

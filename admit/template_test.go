@@ -65,3 +65,50 @@ func TestClientSeqBeyondMaxNamesTheBound(t *testing.T) {
 		t.Fatalf("maxClientSeq refused: %v", err)
 	}
 }
+
+// nested is a parameter list whose text sits inside n levels of arrays
+// and objects, counting the components array: [{"parameters":[{"x":[…]}]}].
+func nested(n int) string {
+	open, close := `[{"type":"body","parameters":`, `}]`
+	inner := `"deep"`
+	for level := n; level >= 3; level-- { // parameters, level 3, is an array
+		if level%2 == 1 {
+			inner = `[` + inner + `]`
+		} else {
+			inner = `{"x":` + inner + `}`
+		}
+	}
+	return open + inner + close
+}
+
+// TestTemplateComponentsDepthBounded: components nested as deep as Meta's
+// deepest (a carousel card's media parameter) and up to the bound are
+// taken; one level more, or 500, is refused naming template.components
+// and where the bound was crossed.
+func TestTemplateComponentsDepthBounded(t *testing.T) {
+	admit := func(components string) error {
+		_, err := Message(Request{BizType: "b", To: "15551234567", Type: "template",
+			Template: json.RawMessage(`{"name":"n","language":{"code":"en"},"components":` + components + `}`)})
+		return err
+	}
+	carousel := `[{"type":"body","parameters":[{"type":"text","text":"Pablo"}]},{"type":"carousel","cards":[{"card_index":0,
+		"components":[{"type":"header","parameters":[{"type":"image","image":{"link":"https://example.com/a.png"}}]},
+		{"type":"button","sub_type":"quick_reply","index":"0","parameters":[{"type":"payload","payload":"more"}]}]}]}]`
+	if err := admit(carousel); err != nil {
+		t.Errorf("a carousel template: %v", err)
+	}
+	if err := admit(nested(maxComponentsDepth)); err != nil {
+		t.Errorf("%d levels: %v", maxComponentsDepth, err)
+	}
+	for _, n := range []int{maxComponentsDepth + 1, 500} {
+		err := admit(nested(n))
+		msg := wamux.ErrorMessage(err)
+		if wamux.ErrorCode(err) != wamux.EInvalid || !strings.HasPrefix(msg, "template.components nests") ||
+			!strings.Contains(msg, "(at template.components[0].parameters[0]") {
+			t.Errorf("%d levels: err = %v, want invalid naming template.components and the path", n, err)
+		}
+	}
+	if err := admit(`[{"type":"body","parameters":[{"k\"ey":[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]}]}]`); !strings.Contains(wamux.ErrorMessage(err), "parameters[0][...]") {
+		t.Errorf("a key that is not a plain name: err = %v, want it shown as [...]", err)
+	}
+}

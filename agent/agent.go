@@ -86,7 +86,7 @@ func New(cfg Config) (*Agent, error) {
 // ended the receipt may still be delivered, which the gateway's dedup
 // makes harmless.
 func (a *Agent) Report(ctx context.Context, r Receipt) error {
-	if err := r.validate(); err != nil {
+	if err := r.validate(a.cfg.Clock.Now()); err != nil {
 		return err
 	}
 	k := repeatKey{messageID: r.MessageID, typ: r.Type}

@@ -16,8 +16,9 @@ import (
 // any other error some receipts may be durable already; calling again with
 // the same rs is safe, since those now count as repeats.
 func (a *Agent) ReportBatch(ctx context.Context, rs []Receipt) error {
+	now := a.cfg.Clock.Now()
 	for i := range rs {
-		if err := rs[i].validate(); err != nil {
+		if err := rs[i].validate(now); err != nil {
 			return fmt.Errorf("agent: receipt %d: %w", i, err)
 		}
 	}

@@ -61,7 +61,7 @@ func TestLargestBatchFitsBodyLimit(t *testing.T) {
 			id := fmt.Sprintf("wamid.%04d.", i)
 			r := Receipt{MessageID: id + strings.Repeat(fill, MaxMessageIDLen-len(id)),
 				Type: wamux.ReceiptDelivered, EventTime: time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC), Version: 2}
-			if err := r.validate(); err != nil {
+			if err := r.validate(r.EventTime); err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
 			recs[i] = newRecord(r)

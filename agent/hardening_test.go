@@ -106,6 +106,7 @@ func TestPoisonReceiptDoesNotDeadLetterGoodOnes(t *testing.T) {
 		"blank message id":    func(r *Receipt) { r.MessageID = "   " },
 		"event time > 9999":   func(r *Receipt) { r.EventTime = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) },
 		"event time under 1s": func(r *Receipt) { r.EventTime = time.UnixMilli(500) },
+		"event time ahead":    func(r *Receipt) { r.EventTime = time.Now().Add(time.Hour) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := newRealGateway(t)

@@ -32,7 +32,10 @@ type Receipt struct {
 // none of its own.
 var wireVersion = map[wamux.ReceiptType]int{wamux.ReceiptSent: 1, wamux.ReceiptDelivered: 2, wamux.ReceiptRead: 3}
 
-func (r Receipt) validate() error {
+// validate checks r as the gateway will; now is the agent's clock, against
+// which an event_time more than wamux.MaxEventTimeAhead ahead is refused
+// (the gateway compares it with its own clock when the batch arrives).
+func (r Receipt) validate(now time.Time) error {
 	// The gateway trims the id and rejects it if blank; JSON turns each
 	// byte of invalid UTF-8 into a three-byte U+FFFD, which changes the id
 	// and can push it over the limit both in the spool and at the gateway.
@@ -48,6 +51,9 @@ func (r Receipt) validate() error {
 	// The gateway wants a whole second after 1970 and a year up to 9999.
 	if ms := r.EventTime.UnixMilli(); ms < 1000 || time.UnixMilli(ms).UTC().Year() > 9999 {
 		return wamux.Errorf(wamux.EInvalid, "agent: event_time must be between 1970-01-01T00:00:01Z and the year 9999")
+	}
+	if r.EventTime.Sub(now) > wamux.MaxEventTimeAhead {
+		return wamux.Errorf(wamux.EInvalid, "agent: event_time is more than %s ahead of the clock", wamux.MaxEventTimeAhead)
 	}
 	if want, ok := wireVersion[r.Type]; r.Version < 0 || (ok && r.Version != 0 && r.Version != want) {
 		return wamux.Errorf(wamux.EInvalid, "agent: version %d does not match type %s", r.Version, r.Type)

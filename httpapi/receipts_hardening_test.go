@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -232,7 +233,10 @@ func TestReceiptsBatchNamesBadReceipt(t *testing.T) {
 		"NUL in message_id":    `{"message_id":"a\u0000b","type":"sent","event_time":1750030073000}`,
 		"event_time in 1970":   `{"message_id":"wamid.x","type":"sent","event_time":999}`,
 		"event_time past 9999": `{"message_id":"wamid.x","type":"sent","event_time":253402300800000}`,
-		"unknown type":         `{"message_id":"wamid.x","type":"played","event_time":1750030073000}`,
+		"event_time in 2100":   `{"message_id":"wamid.x","type":"sent","event_time":4102444800000}`,
+		"event_time an hour ahead": `{"message_id":"wamid.x","type":"sent","event_time":` +
+			strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10) + `}`,
+		"unknown type": `{"message_id":"wamid.x","type":"played","event_time":1750030073000}`,
 	} {
 		r := b.json(t, http.MethodPost, "/v1/receipts:batch", `{"account_id":"acc1","receipts":[`+good+`,`+bad+`]}`)
 		if r.status != http.StatusBadRequest {

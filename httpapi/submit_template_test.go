@@ -1,6 +1,9 @@
 package httpapi_test
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestSubmitTemplateEmptyComponentsIsDuplicate: a client retries a
 // template without components, once writing "components":[] and once
@@ -20,5 +23,34 @@ func TestSubmitTemplateEmptyComponentsIsDuplicate(t *testing.T) {
 	}
 	if code, out := g.call("POST", "/v1/messages", `{"biz_type":"b","account_id":"acc","to":"15551230000","type":"template","template":{"name":" ","language":{"code":"en"}}}`); code != 400 || errCode(out) != "invalid" {
 		t.Errorf("blank template name = %d %v, want 400 invalid", code, out)
+	}
+}
+
+// TestSubmitTemplateNestedTooDeepRefused: components nested 500 deep are
+// refused with a 400 naming template.components, alone or as an item of
+// a batch, and nothing is stored.
+func TestSubmitTemplateNestedTooDeepRefused(t *testing.T) {
+	g := newGateway(t)
+	deep := `[{"type":"body","parameters":` + strings.Repeat(`[`, 498) + `"x"` + strings.Repeat(`]`, 498) + `}]`
+	msg := `{"msg_id":"tpl-deep","biz_type":"b","account_id":"acc","to":"15551230000","type":"template",` +
+		`"template":{"name":"n","language":{"code":"en"},"components":` + deep + `}}`
+	names := func(out map[string]any) bool {
+		e, _ := out["error"].(map[string]any)
+		m, _ := e["message"].(string)
+		return strings.HasPrefix(m, "template.components nests")
+	}
+	if code, out := g.call("POST", "/v1/messages", msg); code != 400 || errCode(out) != "invalid" || !names(out) {
+		t.Errorf("submit = %d %v, want 400 invalid naming template.components", code, out)
+	}
+	code, out := g.call("POST", "/v1/messages:batch", `{"messages":[`+msg+`]}`)
+	res, _ := out["results"].([]any)
+	if code != 200 || len(res) != 1 {
+		t.Fatalf("batch = %d %v", code, out)
+	}
+	if item, _ := res[0].(map[string]any); errCode(item) != "invalid" || !names(item) {
+		t.Errorf("batch item = %v, want invalid naming template.components", item)
+	}
+	if code, out := g.call("GET", "/v1/messages/tpl-deep", ""); code != 404 {
+		t.Errorf("GET the refused message = %d %v, want 404", code, out)
 	}
 }

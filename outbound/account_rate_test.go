@@ -60,10 +60,11 @@ func TestSteadyOverloadUsesTheWholeRate(t *testing.T) {
 	}
 }
 
-// TestThrottleBacksOffAndClimbsBack: one 130429 halves the account's rate,
-// which climbs back by 5 % of the configured rate a second and is whole
-// again 10 s later (ratelimit.DefaultIncreaseStep); from then on the
-// account sends its full rate again.
+// TestThrottleBacksOffAndClimbsBack: one 130429 takes 10 % off the
+// account's rate (ratelimit.DefaultDecreaseFactor), which climbs back by 5 %
+// of the configured rate a second and is whole again 2 s later
+// (ratelimit.DefaultIncreaseStep); from then on the account sends its full
+// rate again.
 func TestThrottleBacksOffAndClimbsBack(t *testing.T) {
 	clk := fakeclock.New()
 	_, wrap := newScripted(map[string]cloudapi.Result{
@@ -79,14 +80,14 @@ func TestThrottleBacksOffAndClimbsBack(t *testing.T) {
 			return
 		}
 		ratio := e.d.LimitState("acc").EffectiveRate / 20
-		if want := min(0.5+0.05*float64(el/time.Second), 1); ratio < want-1e-9 || ratio > want+1e-9 {
+		if want := min(0.9+0.05*float64(el/time.Second), 1); ratio < want-1e-9 || ratio > want+1e-9 {
 			t.Fatalf("%v after the 130429 the effective rate is %.2f of the configured, want %.2f", el, ratio, want)
 		}
 		got := e.sim.Stats().Totals.Accepted
 		perSec = append(perSec, got-last)
 		last = got
 	})
-	for s := 11; s < len(perSec); s++ {
+	for s := 3; s < len(perSec); s++ {
 		if perSec[s] != 20 {
 			t.Fatalf("accepted per second %v: second %d has %d, want the full 20", perSec, s, perSec[s])
 		}

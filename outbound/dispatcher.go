@@ -85,6 +85,8 @@ type Dispatcher struct {
 	limiter  *ratelimit.Adaptive
 	pairs    *ratelimit.PairLimiter
 	maxIn    int
+	// throttles logs the provider's throttle answers.
+	throttles throttleLog
 
 	// Lock order: routeMu, then mu, then a worker's mu. A worker's
 	// cooldownMu is taken with none of them held.
@@ -766,15 +768,18 @@ func (d *Dispatcher) CooldownUntil(accountID string) time.Time {
 	return d.limiter.Limit(accountID).CooldownUntil
 }
 
-// ReceiptProgress is how far the receipt pipeline has got: receipts made
-// durable, and receipts processed (merged, messages resolved), both counted
-// since start. MergePaused reports merging paused (apply_state off):
+// ReceiptProgress is how far the receipt pipeline has got for an account:
+// receipts made durable, and receipts processed (merged, messages
+// resolved), both counted since start over the receipts that could carry
+// that account's statuses (its partition), so that other accounts'
+// receipts neither hold its compensation back nor count as its progress.
+// MergePaused reports merging paused (apply_state off):
 // statuses are then received and kept, but none resolves a message until
 // merging is back, so the compensator resends nothing meanwhile.
 // *receipts.Pipeline implements it.
 type ReceiptProgress interface {
-	Appended() int64
-	Processed() int64
+	Appended(accountID string) int64
+	Processed(accountID string) int64
 	MergePaused() bool
 }
 

@@ -22,8 +22,8 @@ type pausedReceipts struct {
 	looks               atomic.Int64 // calls from the compensator
 }
 
-func (p *pausedReceipts) Appended() int64 { return p.appended.Load() }
-func (p *pausedReceipts) Processed() int64 {
+func (p *pausedReceipts) Appended(string) int64 { return p.appended.Load() }
+func (p *pausedReceipts) Processed(string) int64 {
 	p.looks.Add(1)
 	return p.processed.Load()
 }

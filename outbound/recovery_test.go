@@ -214,14 +214,24 @@ func TestStatusBeforeResponseIsApplied(t *testing.T) {
 	testwait.For(t, "early delivered status applied", 10*time.Second, func() bool { return e.status(m.ID) == wamux.StatusDelivered })
 }
 
-// lagging is a receipt pipeline that has received more than it processed.
+// lagging is a receipt pipeline whose partition of account has received
+// more than it processed; every other account's partition is idle.
 type lagging struct {
+	account             string
 	appended, processed atomic.Int64
 	asked               chan struct{}
 }
 
-func (l *lagging) Appended() int64 { return l.appended.Load() }
-func (l *lagging) Processed() int64 {
+func (l *lagging) Appended(accountID string) int64 {
+	if accountID != l.account {
+		return 0
+	}
+	return l.appended.Load()
+}
+func (l *lagging) Processed(accountID string) int64 {
+	if accountID != l.account {
+		return 0
+	}
 	select {
 	case l.asked <- struct{}{}:
 	default:
@@ -242,7 +252,7 @@ func TestCompensationWaitsForReceiptBacklog(t *testing.T) {
 		settings: map[string]string{"quiet_period": "2s"},
 		provider: func(outbound.Provider) outbound.Provider { return sp },
 	})
-	lag := &lagging{asked: make(chan struct{}, 1)}
+	lag := &lagging{account: "acc", asked: make(chan struct{}, 1)}
 	lag.appended.Store(10)
 	lag.processed.Store(5)
 	e.d.SetReceiptProgress(lag)

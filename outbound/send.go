@@ -177,6 +177,7 @@ func (w *worker) throttled(it *item, acct wamux.Account, res cloudapi.Result, s 
 			d.coolDownApp(acct, now.Add(res.Delay))
 		}
 	}
+	d.throttles.note(d.log, now, s.CooldownMin, w.id, res, "effective_rate", lim.EffectiveRate, "state", lim.State)
 	if lim.State == wamux.AccountCooldown {
 		w.coolDown(lim.CooldownUntil, started, res.Reason)
 	}
@@ -190,6 +191,7 @@ func (w *worker) pairLimited(it *item, res cloudapi.Result, s settings.Values) (
 	d.metrics.throttled.WithLabelValues(w.id, throttleCodeLabel(res.Code)).Inc()
 	d.metrics.retries.WithLabelValues(w.id, "pair_limit").Inc()
 	d.pairs.OnPairLimited(w.id, it.msg.To)
+	d.throttles.note(d.log, d.clock.Now(), s.CooldownMin, w.id, res)
 	w.requeue(it, res.Reason, -1)
 	// Meta's advice for 131056: wait 4^X seconds, X the hits so far.
 	delay := max(res.Delay, s.PairInterval, cloudapi.PairBackoff(it.pairHits))
@@ -246,11 +248,11 @@ func (w *worker) compensate(it *item) (action, time.Duration) {
 	if rp := d.receiptProgress(); rp != nil {
 		now := d.clock.Now()
 		if it.compSince.IsZero() {
-			it.compSince, it.compMark = now, rp.Appended()
+			it.compSince, it.compMark = now, rp.Appended(w.id)
 		}
 		// Statuses received before now are still being processed: look
 		// again shortly, for at most another quiet period.
-		if rp.Processed() < it.compMark && now.Sub(it.compSince) < s.QuietPeriod {
+		if rp.Processed(w.id) < it.compMark && now.Sub(it.compSince) < s.QuietPeriod {
 			return actRetry, 200 * time.Millisecond
 		}
 	}

@@ -11,15 +11,18 @@ import (
 // backoff on that number") and the runtime settings cooldown_min and
 // cooldown_max of the design.
 const (
-	// DefaultDecreaseFactor halves the effective rate on each counted
-	// throttle: the multiplicative decrease of AIMD.
-	DefaultDecreaseFactor = 0.5
+	// DefaultDecreaseFactor takes 10 % off the effective rate on each
+	// counted throttle: the multiplicative decrease of AIMD. A rare
+	// 130429 (a request that arrived early at the provider) costs a small
+	// step; throttles that keep coming compound it and then start a
+	// cooldown.
+	DefaultDecreaseFactor = 0.9
 	// DefaultMinRate is the floor the decrease never goes below (or the
 	// configured rate, if that is lower).
 	DefaultMinRate = 1.0
 	// DefaultIncreaseStep is the fraction of the configured rate regained
-	// per DefaultIncreaseInterval: the additive increase. From half rate
-	// the account is back at its configured rate after 10 s.
+	// per DefaultIncreaseInterval: the additive increase. After one
+	// decrease the account is back at its configured rate 2 s later.
 	DefaultIncreaseStep     = 0.05
 	DefaultIncreaseInterval = time.Second
 	// DefaultThrottleHold absorbs echoes: a throttle less than this after

@@ -17,22 +17,22 @@ func ExampleGate() {
 	accounts, _ := ratelimit.NewAdaptive(local, ratelimit.AdaptiveConfig{Clock: clk})
 	pairs, _ := ratelimit.NewPairLimiter(ratelimit.PairConfig{Clock: clk, Burst: 1})
 	gate := ratelimit.Gate{Accounts: accounts, Pairs: pairs}
-	_ = accounts.SetLimit(ctx, "acct", 2, 2)
+	_ = accounts.SetLimit(ctx, "acct", 10, 2)
 
 	for _, to := range []string{"+111", "+111", "+222", "+333"} {
 		ad, _ := gate.Admit(ctx, "acct", to)
 		fmt.Printf("%s ok=%v wait=%v pair=%v\n", to, ad.OK, ad.Wait, ad.PairLimited)
 	}
 
-	// The provider answers 130429: the account slows down to half its rate.
+	// The provider answers 130429: the account slows down by 10 %.
 	l := accounts.OnThrottled("acct")
 	fmt.Println(l.State, l.EffectiveRate)
 	// Output:
 	// +111 ok=true wait=0s pair=false
 	// +111 ok=false wait=6s pair=true
 	// +222 ok=true wait=0s pair=false
-	// +333 ok=false wait=500ms pair=false
-	// active 1
+	// +333 ok=false wait=100ms pair=false
+	// active 9
 }
 
 func ExampleAdaptive_OnThrottled() {

@@ -2,6 +2,7 @@ package receipts
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -21,7 +22,9 @@ const maxCallbackChars = 512
 
 // Normalize checks a receipt from outside and puts it in canonical form
 // (trimmed ids, UTC times truncated to the store's millisecond), so the
-// same status reported twice yields the same key and the same merge.
+// same status reported twice yields the same key and the same merge. An
+// event_time more than wamux.MaxEventTimeAhead after ReceivedAt is refused;
+// without a ReceivedAt it is not compared (Ingest sets it to its clock).
 func Normalize(r *wamux.Receipt) error {
 	r.MessageID = strings.TrimSpace(r.MessageID)
 	r.AccountID = strings.TrimSpace(r.AccountID)
@@ -51,11 +54,20 @@ func Normalize(r *wamux.Receipt) error {
 	if r.EventTime.Year() > 9999 {
 		return wamux.Errorf(wamux.EInvalid, "event_time is out of range")
 	}
+	if !r.ReceivedAt.IsZero() && r.EventTime.Sub(r.ReceivedAt) > wamux.MaxEventTimeAhead {
+		return wamux.Errorf(wamux.EInvalid, "event_time %s is more than %s ahead of the gateway's clock (%s)",
+			r.EventTime.UTC().Format(time.RFC3339), fmtAhead(wamux.MaxEventTimeAhead), r.ReceivedAt.UTC().Format(time.RFC3339))
+	}
 	r.EventTime = time.UnixMilli(r.EventTime.UnixMilli()).UTC()
 	if !r.ReceivedAt.IsZero() {
 		r.ReceivedAt = time.UnixMilli(r.ReceivedAt.UnixMilli()).UTC()
 	}
 	return nil
+}
+
+// fmtAhead writes a whole number of minutes as "15 minutes".
+func fmtAhead(d time.Duration) string {
+	return strconv.Itoa(int(d/time.Minute)) + " minutes"
 }
 
 // NormalizeInbound checks an inbound message from outside as Normalize

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,6 +35,9 @@ type partition struct {
 	// have stored them before the merge failed, so when read back they
 	// are merged whatever the dedup layers say (see Pipeline.recover).
 	remerge map[int64]struct{}
+	// appended and processed count this run's receipts of the partition's
+	// accounts made durable and acknowledged (see Pipeline.Appended).
+	appended, processed atomic.Int64
 }
 
 func newPartition(id int, m *metrics) *partition {
@@ -299,7 +303,7 @@ func (p *Pipeline) isolatePoison(pt *partition, batch []store.LoggedReceipt, rem
 				pt.spill(one[0].ID)
 				return false
 			}
-			p.markProcessed(n)
+			p.markProcessed(pt, n)
 			continue
 		}
 		if transient(err) {
@@ -315,7 +319,7 @@ func (p *Pipeline) isolatePoison(pt *partition, batch []store.LoggedReceipt, rem
 			pt.spill(one[0].ID)
 			return false
 		}
-		p.markProcessed(n)
+		p.markProcessed(pt, n)
 	}
 	return true
 }
@@ -353,7 +357,7 @@ func (p *Pipeline) ackAsync(pt *partition, batch []store.LoggedReceipt) {
 			pt.poke()
 			return
 		}
-		p.markProcessed(n)
+		p.markProcessed(pt, n)
 	}()
 }
 

@@ -453,10 +453,11 @@ func (p *Pipeline) Flush(ctx context.Context) error {
 	return nil
 }
 
-func (p *Pipeline) markProcessed(n int) {
+func (p *Pipeline) markProcessed(pt *partition, n int) {
 	if n == 0 {
 		return
 	}
+	pt.processed.Add(int64(n))
 	p.c.processed.Add(int64(n))
 	p.flushMu.Lock()
 	p.flushed.Broadcast()
@@ -541,6 +542,11 @@ func (p *Pipeline) dispatch(ctx context.Context, ids []int64, rs []wamux.Receipt
 	for i := range rs {
 		byPart[of[i]] = append(byPart[of[i]], store.LoggedReceipt{ID: ids[i], Receipt: rs[i]})
 	}
+	for pi, n := range counts {
+		if n > 0 {
+			p.parts[pi].appended.Add(int64(n))
+		}
+	}
 	paused := p.paused.Load()
 	for pi, ls := range byPart {
 		if len(ls) > 0 && p.parts[pi].offer(ctx, ls, p.cfg.QueueCap, paused, p.cfg.SpillAfter) {
@@ -564,14 +570,22 @@ func keyOf(r wamux.Receipt) store.ReceiptKey {
 // noSpill marks a partition with nothing left in the log.
 const noSpill = math.MaxInt64
 
-// Appended counts receipts made durable by Ingest since New; Processed
-// counts log entries processed since New. The dispatcher's compensator
-// compares them: a status that arrived before its quiet period ended must
-// be processed before it concludes that none came.
-func (p *Pipeline) Appended() int64 { return p.c.appended.Load() }
+// Appended counts the receipts made durable by Ingest since New in the
+// partition that processes accountID; Processed counts that partition's
+// log entries processed since New. The dispatcher's compensator compares
+// them for the account it resends for: a status that arrived before its
+// quiet period ended must be processed before it concludes that none
+// came, and only the account's own partition can hold that status, so a
+// busy or stalled partition of other accounts neither delays it nor, by
+// processing faster, lets it conclude early.
+func (p *Pipeline) Appended(accountID string) int64 {
+	return p.parts[p.partitionOf(accountID)].appended.Load()
+}
 
 // Processed: see Appended.
-func (p *Pipeline) Processed() int64 { return p.c.processed.Load() }
+func (p *Pipeline) Processed(accountID string) int64 {
+	return p.parts[p.partitionOf(accountID)].processed.Load()
+}
 
 // MergePaused reports whether merging is paused (apply_state off):
 // receipts are kept in the log and resolve no message until it is on
