@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/provider/cloudapi"
@@ -82,6 +83,41 @@ func TestWebhookStatusFromTheFutureIsDeadLettered(t *testing.T) {
 	}
 	metrics := b.do(t, http.MethodGet, "/metrics", "", nil)
 	if m := `wamux_dead_letters_total{reason="invalid_status",source="webhook"} 2`; !strings.Contains(string(metrics.body), m) {
+		t.Errorf("metrics lack %s", m)
+	}
+}
+
+// TestWebhookStatusNotUTF8IsDeadLettered: a status whose id holds bytes
+// that are not UTF-8 (which a JSON decoder would read as U+FFFD, another
+// id than the one sent) is a counted invalid_status dead letter, like one
+// the agent endpoint refuses; the statuses and inbound message beside it
+// are kept and the notification answered 200. The dead letter is UTF-8,
+// which PostgreSQL requires.
+func TestWebhookStatusNotUTF8IsDeadLettered(t *testing.T) {
+	b := newReceiptBundle(t)
+	body := []byte(value(`"statuses":[{"id":"wamid.OK","status":"sent","timestamp":"1750030073","recipient_id":"16505551234"},
+		{"id":"wamid.BAD` + "\xff\xfe" + `","status":"delivered","timestamp":"1750030074","recipient_id":"16505551234"}],
+		"messages":[{"from":"16505551234","id":"wamid.IN","timestamp":"1750030100","type":"text","text":{"body":"hi"}}]`))
+	r := b.webhook(t, body, cloudapi.Sign(body, appSecret))
+	if r.status != http.StatusOK || strings.TrimSpace(string(r.body)) != `{"inbound":1,"receipts":1}` {
+		t.Fatalf("webhook = %d %s, want 200 with one inbound and one receipt", r.status, r.body)
+	}
+	b.flush(t)
+	ctx := context.Background()
+	key := store.StateKey{AccountID: "acc1", MessageID: "wamid.OK"}
+	states, err := b.store.GetStates(ctx, []store.StateKey{key})
+	if err != nil || states[key].Type != wamux.ReceiptSent {
+		t.Errorf("wamid.OK state %+v (%v), want sent", states, err)
+	}
+	if got := deadLettersNaming(t, b, "wamid.BAD"); got["wamid.BAD"] != 1 {
+		t.Fatalf("dead letters name %v, want wamid.BAD once", got)
+	}
+	dead, _ := b.store.ListDeadLetters(ctx, 10)
+	if d := dead[0]; !strings.Contains(d.Reason, "UTF-8") || !utf8.Valid(d.Payload) || !strings.Contains(string(d.Payload), "wamid.BAD\uFFFD") {
+		t.Errorf("dead letter %q %q: want a reason naming UTF-8 and a UTF-8 payload with the id as U+FFFD", d.Reason, d.Payload)
+	}
+	metrics := b.do(t, http.MethodGet, "/metrics", "", nil)
+	if m := `wamux_dead_letters_total{reason="invalid_status",source="webhook"} 1`; !strings.Contains(string(metrics.body), m) {
 		t.Errorf("metrics lack %s", m)
 	}
 }

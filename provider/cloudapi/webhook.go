@@ -1,10 +1,12 @@
 package cloudapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	gojson "github.com/goccy/go-json"
 
@@ -71,7 +73,7 @@ const (
 // UnreadableItem is one item of a value that did not decode.
 type UnreadableItem struct {
 	Kind   string          // ItemStatus, ItemMessage or ItemError
-	Raw    json.RawMessage // the item as received
+	Raw    json.RawMessage // the item as received, bytes that are not UTF-8 as U+FFFD
 	Reason string          // why it did not decode
 }
 
@@ -232,7 +234,9 @@ type ErrorData struct {
 // shape goes to Value.Unreadable and the items beside it are kept; a
 // contact of another shape is dropped (contacts are not used). Only a
 // value whose own shape is wrong (not an object, metadata not an object,
-// statuses not an array) is refused.
+// statuses not an array) is refused. JSON is UTF-8 (RFC 8259): a status,
+// inbound message or error holding bytes that are not goes to
+// Value.Unreadable too, rather than being read with them replaced.
 //
 // The whole-body decode uses github.com/goccy/go-json: the webhook path is
 // CPU-bound under a flood and the standard decoder is a tenth of a POST's
@@ -240,6 +244,11 @@ type ErrorData struct {
 // must answer exactly as encoding/json does: FuzzParseWebhookMatchesStdlib
 // checks that.
 func ParseWebhook(body []byte) (*Webhook, error) {
+	if !utf8.Valid(body) {
+		// Decoders turn such bytes into U+FFFD, making an id that is not
+		// the one sent: the items holding them are found change by change.
+		return ParseWebhookByChange(body)
+	}
 	var w Webhook
 	if err := gojson.Unmarshal(body, &w); err != nil {
 		lenient, lerr := ParseWebhookByChange(body)
@@ -283,7 +292,7 @@ func ParseWebhookByChange(body []byte) (*Webhook, error) {
 				continue
 			}
 			v := &w.Entry[i].Changes[j].Value
-			if err := json.Unmarshal(c.Value, v); err != nil {
+			if !utf8.Valid(c.Value) || json.Unmarshal(c.Value, v) != nil {
 				if err := decodeValueByItem(c.Value, v); err != nil {
 					return nil, err
 				}
@@ -294,7 +303,7 @@ func ParseWebhookByChange(body []byte) (*Webhook, error) {
 }
 
 // decodeValueByItem decodes a "messages" value that did not decode as a
-// whole one item at a time, into a fresh *v: one status of another shape
+// whole, or is not all UTF-8, one item at a time, into a fresh *v: one status of another shape
 // is poison the caller dead-letters, and must not cost the statuses
 // beside it (a 400 has Meta redeliver them all for 7 days, failing alike).
 func decodeValueByItem(raw []byte, v *Value) error {
@@ -325,6 +334,11 @@ func decodeItems[T any](raws []json.RawMessage, kind string, unreadable *[]Unrea
 	}
 	out := make([]T, 0, len(raws))
 	for _, r := range raws {
+		if kind != "" && !utf8.Valid(r) {
+			*unreadable = append(*unreadable, UnreadableItem{Kind: kind, Raw: bytes.ToValidUTF8(r, []byte("\uFFFD")),
+				Reason: "holds bytes that are not UTF-8"})
+			continue
+		}
 		var x T
 		if err := json.Unmarshal(r, &x); err != nil {
 			if kind != "" {
