@@ -144,6 +144,30 @@ type MessageStore interface {
 	// AccountID is empty) in the given statuses, oldest first; messages
 	// stored by one InsertMessages in the order they were given.
 	ListMessages(ctx context.Context, f MessageFilter) ([]wamux.Message, error)
+	// ListQueue returns messages of one account in status queued, in the
+	// order its queue sends them (QueueFilter), for loading the queue a
+	// window at a time.
+	ListQueue(ctx context.Context, f QueueFilter) ([]wamux.Message, error)
+	// CountQueued returns how many messages of one account are in status
+	// queued, per priority.
+	CountQueued(ctx context.Context, accountID string) ([3]int, error)
+}
+
+// QueueFilter selects an account's queued messages for ListQueue.
+type QueueFilter struct {
+	AccountID string
+	// Recipient, when set, lists only that recipient's messages, with or
+	// without a client_seq, oldest first (messages of one InsertMessages
+	// in the order given). Sequenced is then ignored.
+	Recipient string
+	// Sequenced lists the messages with a client_seq, by client_seq;
+	// otherwise those without one, by priority (P0 first), then oldest
+	// first as ListMessages orders them.
+	Sequenced bool
+	// ExceptRecipients leaves out these recipients' messages (not with
+	// Recipient).
+	ExceptRecipients []string
+	Limit            int // 0 means ListLimitDefault
 }
 
 // MessageUpdate is one lifecycle transition of a message.

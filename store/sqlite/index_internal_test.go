@@ -52,3 +52,51 @@ func TestListMessagesUsesActiveIndex(t *testing.T) {
 		t.Errorf("index %q does not end in WHERE %s", sql, activeStatusesSQL)
 	}
 }
+
+// The window loads read the backlog through the partial indexes of
+// migration 0160, in the index's order: a query that drifts from an
+// index's clause would sort the whole backlog on every load.
+func TestListQueueUsesQueueIndexes(t *testing.T) {
+	s := openInternal(t)
+	plan := func(q string, args ...any) string {
+		rows, err := s.rdb.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q, args...)
+		if err != nil {
+			t.Fatalf("explain: %v", err)
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatalf("scan plan: %v", err)
+			}
+			out = append(out, detail)
+		}
+		return strings.Join(out, "; ")
+	}
+	for _, c := range []struct {
+		f     store.QueueFilter
+		index string
+	}{
+		{store.QueueFilter{AccountID: "a"}, "messages_queued "},
+		{store.QueueFilter{AccountID: "a", ExceptRecipients: []string{"+1"}}, "messages_queued "},
+		{store.QueueFilter{AccountID: "a", Sequenced: true}, "messages_queued_seq"},
+		{store.QueueFilter{AccountID: "a", Recipient: "+1"}, "messages_queued_to"},
+	} {
+		q, args, err := listQueueQuery(c.f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := plan(q, args...)
+		if !strings.Contains(p, "USING INDEX "+c.index) || strings.Contains(p, "TEMP B-TREE FOR ORDER BY") {
+			t.Errorf("%+v: plan %q does not read %s in order", c.f, p, c.index)
+		}
+	}
+	for _, clause := range []string{queuedPlainSQL, queuedSeqSQL} {
+		p := plan(`SELECT priority, count(*) FROM messages WHERE account_id = ? AND `+clause+` GROUP BY priority`, "a")
+		if !strings.Contains(p, "COVERING INDEX") {
+			t.Errorf("count over %q: plan %q reads the table", clause, p)
+		}
+	}
+}

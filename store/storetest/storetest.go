@@ -44,6 +44,8 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("Events", func(t *testing.T) { testEvents(t, newStore) })
 	t.Run("Inbound", func(t *testing.T) { testInbound(t, newStore) })
 	t.Run("AdminAudit", func(t *testing.T) { testAdminAudit(t, newStore(t)) })
+	t.Run("Queue", func(t *testing.T) { testQueue(t, newStore(t)) })
+	t.Run("QueueLarge", func(t *testing.T) { testQueueLarge(t, newStore(t)) })
 }
 
 func ctx(t *testing.T) context.Context { return t.Context() }
