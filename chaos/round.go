@@ -639,8 +639,7 @@ func (r *round) settle(ctx context.Context) (map[string]state, error) {
 		settled := pending == 0
 		atProvider := r.atProvider()
 		for id := range r.acked {
-			want := r.want(id, atProvider)
-			if s, ok := states[id]; ok && settled && s.Status == want && r.sink.has(id, s.Status) {
+			if s, ok := states[id]; ok && settled && s.Status == r.want(id, s, atProvider) && r.sink.has(id, s.Status) {
 				continue
 			}
 			code, raw, err := gw.Call(ctx, apiKey, "GET", "/v1/messages/"+id, "")
@@ -654,7 +653,7 @@ func (r *round) settle(ctx context.Context) (map[string]state, error) {
 				return nil, err
 			}
 			states[id] = s
-			if s.Status != want || !r.sink.has(id, s.Status) {
+			if s.Status != r.want(id, s, atProvider) || !r.sink.has(id, s.Status) {
 				settled = false
 			}
 		}
@@ -665,7 +664,7 @@ func (r *round) settle(ctx context.Context) (map[string]state, error) {
 			lastLog = time.Now()
 			var waiting []string
 			for id, s := range states {
-				if want := r.want(id, atProvider); s.Status != want || !r.sink.has(id, s.Status) {
+				if want := r.want(id, s, atProvider); s.Status != want || !r.sink.has(id, s.Status) {
 					waiting = append(waiting, fmt.Sprintf("%s:%s/%s/%v", id[:min(12, len(id))], s.Status, want, r.sink.has(id, s.Status)))
 				}
 			}
@@ -679,25 +678,28 @@ func (r *round) settle(ctx context.Context) (map[string]state, error) {
 	}
 }
 
-// want is the final status message id must reach: the strongest status
-// the gateway acknowledged for it; accepted when the provider accepted it
-// but no status of it reached the gateway (lost for good); failed when
+// want is the final status message id must reach, given the wamid the
+// gateway holds for it (s): the strongest status the gateway acknowledged
+// for that wamid (any, without one); accepted when the provider accepted
+// it but no status of it reached the gateway (lost for good); failed when
 // the provider never accepted it (the gateway gave up on it).
-func (r *round) want(id string, atProvider map[string]bool) string {
-	if s := r.tap.expected(id); s != "" {
-		return s
+func (r *round) want(id string, s state, atProvider map[string]bool) string {
+	if st := r.tap.expected(id, s.Wamid); st != "" {
+		return st
 	}
-	if atProvider[id] {
+	if s.Wamid != "" || atProvider[id] {
 		return "accepted"
 	}
 	return "failed"
 }
 
-// atProvider is the set of msg_ids the simulator accepted.
+// atProvider is the set of msg_ids the simulator accepted, and of the
+// wamids it gave them.
 func (r *round) atProvider() map[string]bool {
 	out := map[string]bool{}
 	for _, pm := range r.sim.Messages("", "") {
 		out[pm.CallbackData] = true
+		out[pm.CallbackData+" "+pm.WAMID] = true
 	}
 	return out
 }
@@ -741,11 +743,14 @@ func (r *round) check(ctx context.Context, states map[string]state, res *Result)
 			bad("stored: %s (%s seq %d) acknowledged but not found", m.id, m.account, m.seq)
 			continue
 		}
-		if want := r.want(m.id, atProvider); s.Status != want {
+		if s.Wamid != "" && !atProvider[m.id+" "+s.Wamid] {
+			bad("stored: %s (%s seq %d) holds wamid %s, which the provider did not give it", m.id, m.account, m.seq, s.Wamid)
+		}
+		if want := r.want(m.id, s, atProvider); s.Status != want {
 			r.tap.mu.Lock()
 			acked := r.tap.acked[m.id]
 			r.tap.mu.Unlock()
-			bad("status: %s (%s seq %d) is %s, want %s (receipts acknowledged: %v, attempts %d)", m.id, m.account, m.seq, s.Status, want, acked, s.Attempts)
+			bad("status: %s (%s seq %d) is %s under wamid %q, want %s (receipts acknowledged: %v, attempts %d)", m.id, m.account, m.seq, s.Status, s.Wamid, want, acked, s.Attempts)
 		}
 	}
 	r.checkProvider(states, res, bad)

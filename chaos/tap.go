@@ -38,7 +38,7 @@ type tap struct {
 	drop    float64
 	dropRng *rand.Rand
 	bodies  map[[sha256.Size]byte]bool // every body seen: true when it was lost
-	acked   map[string][]string        // msg_id (biz_opaque_callback_data) → statuses acked
+	acked   map[string][]ackedStatus   // by msg_id (biz_opaque_callback_data)
 	posts   int64
 	refused int64
 	dropped int64 // POSTs lost for good: answered 200, never forwarded
@@ -54,7 +54,7 @@ func startTap(seed uint64, refuse, drop float64, target func() string) (*tap, er
 		rng:     rand.New(rand.NewPCG(seed, 0x7a9)),
 		dropRng: rand.New(rand.NewPCG(seed, 0xd40)),
 		bodies:  map[[sha256.Size]byte]bool{},
-		acked:   map[string][]string{},
+		acked:   map[string][]ackedStatus{},
 		client:  &http.Client{Timeout: 10 * time.Second}}
 	t.srv = &http.Server{Handler: t, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = t.srv.Serve(ln) }()
@@ -137,7 +137,7 @@ func (t *tap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		for _, c := range e.Changes {
 			for _, s := range c.Value.Statuses {
 				if s.BizOpaqueCallbackData != "" {
-					t.acked[s.BizOpaqueCallbackData] = append(t.acked[s.BizOpaqueCallbackData], s.Status)
+					t.acked[s.BizOpaqueCallbackData] = append(t.acked[s.BizOpaqueCallbackData], ackedStatus{s.Status, s.ID})
 				}
 			}
 		}
@@ -150,16 +150,25 @@ func (t *tap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // 4): failed beats sent, delivered or read beat failed.
 var strength = map[string]int{"sent": 1, "failed": 2, "delivered": 3, "read": 4}
 
+// ackedStatus is one status the gateway answered 200 for, and the
+// provider message (wamid) it is about.
+type ackedStatus struct {
+	status, wamid string
+}
+
 // expected is the status a message must end in given the statuses the
 // gateway acknowledged for it, computed apart from the gateway's merge:
-// the strongest one, or "" when none was acknowledged.
-func (t *tap) expected(msgID string) string {
+// the strongest one, or "" when none was acknowledged. A message the
+// provider accepted twice (a resend after an ambiguous send) follows the
+// copy whose wamid the gateway holds: with wamid set, only its statuses
+// count.
+func (t *tap) expected(msgID, wamid string) string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	best := ""
 	for _, s := range t.acked[msgID] {
-		if strength[s] > strength[best] {
-			best = s
+		if (wamid == "" || s.wamid == wamid) && strength[s.status] > strength[best] {
+			best = s.status
 		}
 	}
 	return best
