@@ -231,6 +231,10 @@ func (tr *demoTraffic) run(ctx context.Context, h *Harness) error {
 			if err := h.PostWebhook(ctx, body); err != nil && ctx.Err() == nil {
 				return err
 			}
+			// A forged copy is refused, and counted as such.
+			if err := h.PostForgedWebhook(ctx, body); err != nil && ctx.Err() == nil {
+				return err
+			}
 		}
 		// Owe messages for the time that really passed: a slow round (a
 		// loaded machine, the race detector) makes the next batch larger

@@ -14,7 +14,8 @@ import (
 // status for a phone number the gateway does not serve (a dead letter), and
 // a stronger status that arrives long after a weaker one with an older
 // timestamp (the late-receipt audit). The demo posts one every five
-// seconds so these counters move on the dashboard too.
+// seconds so these counters move on the dashboard too, and a copy signed
+// under another secret, which the gateway refuses.
 type operatorEvents struct {
 	pnid  string
 	due   time.Time

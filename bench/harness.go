@@ -226,6 +226,27 @@ func (h *Harness) PostWebhook(ctx context.Context, body []byte) error {
 	return nil
 }
 
+// PostForgedWebhook posts body signed under another secret than the app
+// secret, as a forger would, and checks that it is refused (401).
+func (h *Harness) PostForgedWebhook(ctx context.Context, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, "POST", h.URL+"/webhook", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Hub-Signature-256", cloudapi.Sign(body, "not-"+h.AppSecret))
+	res, err := h.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusUnauthorized {
+		return fmt.Errorf("POST /webhook signed under another secret: %d %s, want 401", res.StatusCode, bytes.TrimSpace(raw))
+	}
+	return nil
+}
+
 // Close stops the simulator and the gateway.
 func (h *Harness) Close() error {
 	if h.Sim != nil {

@@ -11,7 +11,19 @@ import (
 type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// webhookRefused counts webhook bodies refused unread or unverified,
+	// by reason (refused*).
+	webhookRefused *prometheus.CounterVec
 }
+
+// Why a webhook body was refused (the reason label of
+// wamux_webhook_refused_total).
+const (
+	refusedSignature  = "signature"  // 401: no app secret, no or a malformed or a wrong signature
+	refusedTooLarge   = "too_large"  // 413: declared or read past MaxBodyWebhook
+	refusedBusy       = "busy"       // 503: the body gate was full
+	refusedUnreadable = "unreadable" // 400: the body did not arrive in time or whole
+)
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
@@ -26,8 +38,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			// (StoreTimeoutDefault, 10 s) still lands in a finite bucket.
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"route"}),
+		webhookRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wamux_webhook_refused_total",
+			Help: "Webhook bodies refused before they were verified, by reason (signature, too_large, busy, unreadable).",
+		}, []string{"reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration} {
+	for _, reason := range []string{refusedSignature, refusedTooLarge, refusedBusy, refusedUnreadable} {
+		m.webhookRefused.WithLabelValues(reason)
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.webhookRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register http metrics: %w", err)
 		}

@@ -127,3 +127,67 @@ func TestWebhookBodiesBounded(t *testing.T) {
 		})
 	}
 }
+
+// errReader yields a chunk, then fails as a connection cut mid-body does.
+type errReader struct{ done bool }
+
+func (e *errReader) Read(p []byte) (int, error) {
+	if e.done {
+		return 0, io.ErrUnexpectedEOF
+	}
+	e.done = true
+	return copy(p, "{"), nil
+}
+
+// TestWebhookRefusalsCounted: every refusal of a body before it verified
+// counts once under its reason in wamux_webhook_refused_total (the 401s
+// of a missing and of a wrong signature, the 413s of a declared and of a
+// read length over the limit, the 503 of a full gate, the 400 of a body
+// cut short); a verified body counts nothing.
+func TestWebhookRefusalsCounted(t *testing.T) {
+	b, _ := newReceiptServerWith(t, false, func(cfg *httpapi.Config) { cfg.WebhookMaxBodies = 1 })
+	api := b.srv.Config.Handler
+	post := func(body io.Reader, length int64, sig string) int {
+		req := httptest.NewRequest(http.MethodPost, "/webhook", body)
+		req.ContentLength = length
+		if sig != "" {
+			req.Header.Set(cloudapi.SignatureHeader, sig)
+		}
+		rec := httptest.NewRecorder()
+		api.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	good := []byte(`{"object":"whatsapp_business_account","entry":[]}`)
+	big := strings.Repeat("x", httpapi.MaxBodyWebhook+1)
+	for _, c := range []struct {
+		name       string
+		code, want int
+	}{
+		{"wrong signature", post(strings.NewReader(string(good)), int64(len(good)), cloudapi.Sign(good, "another-secret")), 401},
+		{"no signature", post(strings.NewReader(string(good)), int64(len(good)), ""), 401},
+		{"declared too large", post(strings.NewReader("{}"), httpapi.MaxBodyWebhook+1, cloudapi.Sign([]byte("{}"), appSecret)), 413},
+		{"read too large", post(strings.NewReader(big), -1, cloudapi.Sign([]byte(big), appSecret)), 413},
+		{"cut short", post(&errReader{}, 10, cloudapi.Sign([]byte("{}"), appSecret)), 400},
+		{"verified", post(strings.NewReader(string(good)), int64(len(good)), cloudapi.Sign(good, appSecret)), 200},
+	} {
+		if c.code != c.want {
+			t.Errorf("%s: %d, want %d", c.name, c.code, c.want)
+		}
+	}
+	slow := &signalReader{first: []byte("{}"), started: make(chan struct{}), release: make(chan struct{})}
+	done := make(chan int)
+	go func() { done <- post(slow, 100, cloudapi.Sign([]byte("{}"), appSecret)) }()
+	<-slow.started
+	if code := post(strings.NewReader("{}"), 2, cloudapi.Sign([]byte("{}"), appSecret)); code != http.StatusServiceUnavailable {
+		t.Errorf("with the gate full: %d, want 503", code)
+	}
+	close(slow.release)
+	<-done
+	metrics := string(b.do(t, http.MethodGet, "/metrics", "", nil).body)
+	for _, want := range []string{`wamux_webhook_refused_total{reason="signature"} 2`, `wamux_webhook_refused_total{reason="too_large"} 2`,
+		`wamux_webhook_refused_total{reason="busy"} 1`, `wamux_webhook_refused_total{reason="unreadable"} 1`} {
+		if !strings.Contains(metrics, want+"\n") {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}

@@ -88,8 +88,9 @@ func signatureOf(header string) ([]byte, bool) {
 // are refused before a byte of the body is read, with Connection: close
 // so the server does not read it either.
 func (s *Server) readSignedBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	refuse := func(err error) ([]byte, error) {
+	refuse := func(reason string, err error) ([]byte, error) {
 		w.Header().Set("Connection", "close")
+		s.metrics.webhookRefused.WithLabelValues(reason).Inc()
 		return nil, err
 	}
 	sig, ok := signatureOf(r.Header.Get(cloudapi.SignatureHeader))
@@ -98,10 +99,10 @@ func (s *Server) readSignedBody(w http.ResponseWriter, r *http.Request) ([]byte,
 		ok = false
 	}
 	if !ok {
-		return refuse(wamux.Errorf(wamux.EUnauthorized, "missing or invalid %s", cloudapi.SignatureHeader))
+		return refuse(refusedSignature, wamux.Errorf(wamux.EUnauthorized, "missing or invalid %s", cloudapi.SignatureHeader))
 	}
 	if r.ContentLength > MaxBodyWebhook {
-		return refuse(wamux.Errorf(wamux.ETooLarge, "webhook body exceeds %d bytes", MaxBodyWebhook))
+		return refuse(refusedTooLarge, wamux.Errorf(wamux.ETooLarge, "webhook body exceeds %d bytes", MaxBodyWebhook))
 	}
 	charge := r.ContentLength
 	if charge < 0 {
@@ -109,7 +110,7 @@ func (s *Server) readSignedBody(w http.ResponseWriter, r *http.Request) ([]byte,
 	}
 	if !s.webhookGate.acquire(charge) {
 		w.Header().Set("Retry-After", webhookRetryAfterSeconds)
-		return refuse(wamux.Errorf(wamux.EUnavailable, "too many webhook bodies are being read; retry later"))
+		return refuse(refusedBusy, wamux.Errorf(wamux.EUnavailable, "too many webhook bodies are being read; retry later"))
 	}
 	defer s.webhookGate.release(charge)
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(webhookBodyReadTimeout))
@@ -128,15 +129,16 @@ func (s *Server) readSignedBody(w http.ResponseWriter, r *http.Request) ([]byte,
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return refuse(wamux.Errorf(wamux.ETooLarge, "webhook body exceeds %d bytes", MaxBodyWebhook))
+			return refuse(refusedTooLarge, wamux.Errorf(wamux.ETooLarge, "webhook body exceeds %d bytes", MaxBodyWebhook))
 		}
-		return refuse(wamux.Errorf(wamux.EInvalid, "webhook body could not be read"))
+		return refuse(refusedUnreadable, wamux.Errorf(wamux.EInvalid, "webhook body could not be read"))
 	}
 	for _, m := range macs {
 		if hmac.Equal(sig, m.Sum(nil)) {
 			return body, nil
 		}
 	}
+	s.metrics.webhookRefused.WithLabelValues(refusedSignature).Inc()
 	return nil, wamux.Errorf(wamux.EUnauthorized, "missing or invalid %s", cloudapi.SignatureHeader)
 }
 
