@@ -54,7 +54,7 @@ func parseCursor(c string) (txid uint64, id int64, err error) {
 	if ok && err == nil {
 		id, err = strconv.ParseInt(i, 10, 64)
 	}
-	if !ok || err != nil {
+	if !ok || err != nil || id < 0 {
 		return 0, 0, wamux.Errorf(wamux.EInvalid, "cursor %q is not one this store handed out", c)
 	}
 	return txid, id, nil
