@@ -3,7 +3,7 @@ package agent
 import (
 	"encoding/json"
 	"math"
-	"strconv"
+	"math/big"
 	"testing"
 	"time"
 )
@@ -24,17 +24,17 @@ func FuzzParseAnswer(f *testing.F) {
 	f.Add("+3", []byte(``))
 	f.Fuzz(func(t *testing.T, retryAfter string, body []byte) {
 		d := parseRetryAfter(retryAfter)
-		n, err := strconv.Atoi(retryAfter)
+		n, ok := new(big.Int).SetString(retryAfter, 10)
 		switch {
-		case err != nil || n <= 0:
+		case !ok || n.Sign() <= 0:
 			if d != 0 {
 				t.Fatalf("Retry-After %q read as %v", retryAfter, d)
 			}
-		case n > math.MaxInt64/int(time.Second):
+		case n.Cmp(big.NewInt(math.MaxInt64/int64(time.Second))) > 0:
 			if d != math.MaxInt64 {
 				t.Fatalf("Retry-After %q read as %v, want the longest Duration", retryAfter, d)
 			}
-		case d != time.Duration(n)*time.Second:
+		case d != time.Duration(n.Int64())*time.Second:
 			t.Fatalf("Retry-After %q read as %v", retryAfter, d)
 		}
 

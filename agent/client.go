@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -163,11 +165,15 @@ func parseError(data []byte) (code, message string) {
 }
 
 // parseRetryAfter reads the delay-seconds form; the date form is rare for
-// APIs and is ignored.
+// APIs and is ignored. Seconds past what a Duration holds are the longest
+// Duration (the caller caps it), not a product that wrapped around.
 func parseRetryAfter(v string) time.Duration {
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
+	n, err := strconv.ParseInt(v, 10, 64)
+	switch {
+	case err != nil && !errors.Is(err, strconv.ErrRange), n <= 0:
 		return 0
+	case n > math.MaxInt64/int64(time.Second):
+		return math.MaxInt64
 	}
 	return time.Duration(n) * time.Second
 }
