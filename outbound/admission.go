@@ -196,7 +196,8 @@ func (d *Dispatcher) releaseAdmitted(taken map[string]int) {
 	}
 }
 
-// backlogs returns each account's queued messages and their sum.
+// backlogs returns each account's queued messages, in memory and in the
+// store, and the sum of those held in memory.
 func (d *Dispatcher) backlogs() (map[string]int, int) {
 	d.mu.Lock()
 	ws := make([]*worker, 0, len(d.workers))
@@ -207,9 +208,9 @@ func (d *Dispatcher) backlogs() (map[string]int, int) {
 	out := make(map[string]int, len(ws))
 	total := 0
 	for _, w := range ws {
-		n := w.queued()
+		n, resident := w.queued()
 		out[w.id] = n
-		total += n
+		total += resident
 	}
 	return out, total
 }

@@ -62,3 +62,15 @@ func (d *Dispatcher) Kick() {
 		w.requestEvacuation()
 	}
 }
+
+// HeldPeak is the most messages the account's queues have held in memory
+// at once, as of the worker's last round.
+func (d *Dispatcher) HeldPeak(accountID string) int {
+	w, ok := d.worker(accountID)
+	if !ok {
+		return 0
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.peakSnap
+}

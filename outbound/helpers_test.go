@@ -51,6 +51,8 @@ type envOpts struct {
 	wrapStore func(store.Store) store.Store
 	// logger receives the dispatcher's logs; default discards.
 	logger *slog.Logger
+	// store replaces the SQLite store at dbPath.
+	store store.Store
 }
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -67,11 +69,15 @@ func newEnv(t *testing.T, o envOpts) *env {
 	if e.dbPath == "" {
 		e.dbPath = filepath.Join(t.TempDir(), "wamux.db")
 	}
-	st, err := sqlite.Open(ctx, e.dbPath, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
+	st := o.store
+	if st == nil {
+		sq, err := sqlite.Open(ctx, e.dbPath, sqlite.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sq.Close() })
+		st = sq
 	}
-	t.Cleanup(func() { st.Close() })
 	e.store, e.dstore = st, st
 	if o.wrapStore != nil {
 		e.dstore = o.wrapStore(st)

@@ -112,14 +112,34 @@ type queues struct {
 	ready   [3][]*recipient
 	delayed delayHeap
 	depth   [3]int
+	held    map[string]struct{} // msg_ids of the items in the queues
+	// left counts the items that have left the queues, so that a window
+	// load that found nothing is tried again only once something did.
+	left uint64
+	peak int // the most items held at once
 }
 
 func newQueues() *queues {
-	return &queues{byTo: make(map[string]*recipient)}
+	return &queues{byTo: make(map[string]*recipient), held: make(map[string]struct{})}
 }
 
-// push appends a message to its recipient's FIFO.
+// has reports whether a message is in the queues.
+func (q *queues) has(msgID string) bool {
+	_, ok := q.held[msgID]
+	return ok
+}
+
+// len is how many messages the queues hold.
+func (q *queues) len() int { return q.depth[0] + q.depth[1] + q.depth[2] }
+
+// push appends a message to its recipient's FIFO; one already there is
+// not added again.
 func (q *queues) push(it *item, now time.Time) {
+	if q.has(it.msg.ID) {
+		return
+	}
+	q.held[it.msg.ID] = struct{}{}
+	q.peak = max(q.peak, len(q.held))
 	r, ok := q.byTo[it.msg.To]
 	if !ok {
 		r = &recipient{to: it.msg.To, heapIndex: -1}
@@ -169,7 +189,11 @@ func (q *queues) popReady(p int) *recipient {
 	return r
 }
 
-func (q *queues) removed(it *item) { q.depth[it.msg.Priority]-- }
+func (q *queues) removed(it *item) {
+	q.depth[it.msg.Priority]--
+	delete(q.held, it.msg.ID)
+	q.left++
+}
 
 // unfile takes a recipient that is not in flight out of the ready list of
 // its head's priority, or out of the delayed heap, before its head changes

@@ -294,11 +294,18 @@ func (w *worker) yieldRecipient(to, dest string) handoffResult {
 	}
 	w.intake()
 	r, ok := w.q.byTo[to]
+	if ok && !movable(r) {
+		return handoffResult{}
+	}
+	// The recipient's messages still in the store would stay behind.
+	if stored, err := w.storedOf(to); err != nil || stored {
+		if err != nil {
+			w.d.log.Error("move a recipient", "account_id", w.id, "err", err)
+		}
+		return handoffResult{}
+	}
 	if !ok {
 		return handoffResult{all: true}
-	}
-	if !movable(r) {
-		return handoffResult{}
 	}
 	var moved []*item
 	for _, it := range r.msgs {

@@ -32,7 +32,9 @@ type worker struct {
 	inbox     []wamux.Message // admitted, not yet sequenced
 	released  []wamux.Message // released by an operator: straight to the queue
 	adopted   []*item         // moved here with their recipient: ahead of the inbox
-	depthSnap [3]int
+	depthSnap [3]int          // queued per priority, in memory and in the store
+	storeSnap int             // of depthSnap, those only in the store
+	peakSnap  int             // the most messages the queues have held at once
 	// intaking and waitingSnap count, for admission, the messages intake
 	// took from the inbox before depthSnap shows them, and those in the
 	// reorder buffer at the last scheduling round.
@@ -53,6 +55,7 @@ type worker struct {
 
 	// owned by run
 	q        *queues
+	win      window
 	buf      *sequence.Buffer[wamux.Message]
 	inflight int
 	// calls mirrors inflight for readers outside run (tests): attempts
@@ -148,10 +151,12 @@ func (w *worker) backlog() int {
 
 // queued is what admission counts against the account's bounds: its
 // backlog, the messages intake holds, and those waiting for their seq.
-func (w *worker) queued() int {
+// resident is the part of it held in memory.
+func (w *worker) queued() (queued, resident int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.depthSnap[0] + w.depthSnap[1] + w.depthSnap[2] + len(w.inbox) + len(w.released) + w.intaking + w.waitingSnap
+	n := w.depthSnap[0] + w.depthSnap[1] + w.depthSnap[2] + len(w.inbox) + len(w.released) + w.intaking + w.waitingSnap
+	return n, n - w.storeSnap
 }
 
 func (w *worker) submit(m wamux.Message) {
@@ -178,37 +183,34 @@ func bg() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), storeTimeout)
 }
 
-// restore rebuilds the account's reorder buffer and queue from the store.
+// restore rebuilds the account's reorder buffer from the store, queues
+// every message of unknown outcome and loads the first window of queued
+// messages (see window.go).
 func (w *worker) restore(ctx context.Context) error {
-	ready, err := w.restoreSeq(ctx)
+	// What restoreSeq releases it stores as queued, where the load finds
+	// it; what it could not store waits in unstored for its write.
+	if _, err := w.restoreSeq(ctx); err != nil {
+		return err
+	}
+	unknown, err := w.d.store.ListMessages(ctx, store.MessageFilter{AccountID: w.id, Statuses: []wamux.Status{wamux.StatusUnknown}, Limit: 1 << 30})
 	if err != nil {
 		return err
 	}
-	queued, err := w.d.store.ListMessages(ctx, store.MessageFilter{AccountID: w.id, Statuses: []wamux.Status{wamux.StatusQueued, wamux.StatusUnknown}, Limit: 1 << 30})
-	if err != nil {
+	sortForQueue(unknown)
+	w.queueRestored(unknown)
+	w.win.spilled = true
+	if err := w.load(ctx, w.d.settings.Current().QueueWindow); err != nil {
 		return err
 	}
-	// What restoreSeq stored as queued the list above holds already
-	// (unless a status changed in between); what it could not store
-	// waits in unstored for its write.
-	listed := make(map[string]bool, len(queued))
-	for _, m := range queued {
-		listed[m.ID] = true
-	}
-	for _, m := range ready {
-		if !listed[m.ID] {
-			queued = append(queued, m)
-		}
-	}
-	sortForQueue(queued)
 	seen := map[string]bool{}
-	for _, m := range queued {
-		if admit.Routed(m) && !seen[m.To] {
-			seen[m.To] = true
-			w.restoredTos = append(w.restoredTos, m.To)
+	for to, r := range w.q.byTo {
+		for _, it := range r.msgs {
+			if admit.Routed(it.msg) && !seen[to] {
+				seen[to] = true
+				w.restoredTos = append(w.restoredTos, to)
+			}
 		}
 	}
-	w.queueRestored(queued)
 	w.publishDepth()
 	return nil
 }
@@ -303,7 +305,8 @@ func (w *worker) run(ctx context.Context) {
 			// queue before this round's dispatch.
 			w.retrySeq(false)
 			w.intake()
-			next = earliest(w.expire(), w.dispatch())
+			next = earliest(w.refill(), w.expire())
+			next = earliest(next, w.dispatch())
 			next = earliest(next, w.seqRetryDue())
 		}
 		// The state gauge changes when a cooldown ends, with nothing
@@ -349,13 +352,19 @@ func earliest(a, b time.Time) time.Time {
 // publishDepth sets the account's gauges and returns when the cooldown
 // it shows ends (zero: none is running).
 func (w *worker) publishDepth() time.Time {
+	var depth [3]int
+	stored := 0
+	for p := range depth {
+		depth[p] = w.q.depth[p] + w.win.stored[p]
+		stored += w.win.stored[p]
+	}
 	w.mu.Lock()
-	w.depthSnap = w.q.depth
+	w.depthSnap, w.storeSnap, w.peakSnap = depth, stored, w.q.peak
 	w.intaking, w.waitingSnap = 0, w.buf.Len()+len(w.unstored)
 	w.mu.Unlock()
 	m := w.d.metrics
 	for p := 0; p < 3; p++ {
-		m.queueDepth.WithLabelValues(w.id, wamux.Priority(p).String()).Set(float64(w.q.depth[p]))
+		m.queueDepth.WithLabelValues(w.id, wamux.Priority(p).String()).Set(float64(depth[p]))
 	}
 	// A message released while its step could not be stored (unstored)
 	// is still waiting_seq in the store and goes nowhere until the write
@@ -568,16 +577,17 @@ func (w *worker) seqRetryDue() time.Time {
 	return w.seqRetryAt
 }
 
-// enqueue puts released messages in the queues; a P2 message beyond
-// p2_max_depth is shed at once.
+// enqueue puts released messages in the queues, or leaves them in the
+// store behind the account's backlog there (hold); a P2 message beyond
+// p2_max_depth, counting both, is shed at once.
 func (w *worker) enqueue(ms []wamux.Message, now time.Time, p2MaxDepth int) {
 	for _, m := range ms {
 		m.Status = wamux.StatusQueued
-		if m.Priority == wamux.P2 && w.q.depth[wamux.P2] >= p2MaxDepth {
+		if m.Priority == wamux.P2 && w.q.depth[wamux.P2]+w.win.stored[wamux.P2] >= p2MaxDepth {
 			w.shed(m, "depth")
 			continue
 		}
-		w.q.push(&item{msg: m, enqueued: now}, now)
+		w.hold(&item{msg: m, enqueued: now}, now)
 	}
 }
 

@@ -44,6 +44,7 @@ type Values struct {
 	QueueMaxDepth   int           // queued messages per account beyond this are refused at submit (429)
 	QueueMaxBacklog time.Duration // refused too when the queue would take longer than this to drain at the account's rate
 	QueueMemoryMiB  int           // estimated memory of queued messages, all accounts together, beyond this is refused
+	QueueWindow     int           // queued messages per account held in memory; the rest wait in the store and are loaded in order
 	KeyRate         int           // requests per second one API key may make (token bucket)
 	KeyBurst        int           // requests one API key may make at once
 }
@@ -81,6 +82,7 @@ func Defaults() Values {
 		QueueMaxDepth:   50_000,
 		QueueMaxBacklog: time.Hour,
 		QueueMemoryMiB:  256,
+		QueueWindow:     2000,
 		KeyRate:         1000,
 		KeyBurst:        2000,
 	}
@@ -184,6 +186,7 @@ var fields = map[string]field{
 	"queue_max_depth":   intField(func(v *Values) *int { return &v.QueueMaxDepth }, 10, 10_000_000),
 	"queue_max_backlog": durationField(func(v *Values) *time.Duration { return &v.QueueMaxBacklog }, time.Second, 7*24*time.Hour),
 	"queue_memory_mib":  intField(func(v *Values) *int { return &v.QueueMemoryMiB }, 1, 1<<20),
+	"queue_window":      intField(func(v *Values) *int { return &v.QueueWindow }, 10, 1_000_000),
 	"key_rate":          intField(func(v *Values) *int { return &v.KeyRate }, 1, 1_000_000),
 	"key_burst":         intField(func(v *Values) *int { return &v.KeyBurst }, 1, 1_000_000),
 }
