@@ -9,6 +9,9 @@ STATICCHECK_VERSION := v0.8.2
 # server does not answer. Override to point elsewhere; empty it to skip.
 WAMUX_TEST_POSTGRES ?= postgres://postgres@127.0.0.1:5432/test
 export WAMUX_TEST_POSTGRES
+# The same for the Redis tests (ratelimit/redislimit), on a real redis-server.
+WAMUX_TEST_REDIS ?= redis://127.0.0.1:6379/0
+export WAMUX_TEST_REDIS
 
 .PHONY: test fmt-check vet staticcheck unit build bench chaos
 

@@ -40,8 +40,7 @@ func drain(t *testing.T, l ratelimit.Limiter, acct string) (int, time.Duration) 
 // testUtilization checks that a limiter under excess demand grants close to
 // the whole budget, both for a caller that follows the waits it is given
 // and for one that polls on a fixed tick.
-func testUtilization(t *testing.T, newLimiter NewLimiter) {
-	const window = 100 * time.Second
+func testUtilization(t *testing.T, newLimiter NewLimiter, window time.Duration) {
 	for _, tc := range []struct {
 		rate  float64
 		burst int

@@ -9,6 +9,7 @@ package ratelimittest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/ratelimit"
@@ -18,11 +19,26 @@ import (
 // must return a limiter with no accounts in it.
 type NewLimiter func(t *testing.T, clock wamux.Clock) ratelimit.Limiter
 
+// Options tune the suite to a limiter's cost per call.
+type Options struct {
+	// UtilizationWindow is the virtual time over which Utilization
+	// drains buckets of up to 1,000/s (default 100 s: some 200,000
+	// calls, which a limiter a network round trip away takes a minute
+	// for).
+	UtilizationWindow time.Duration
+}
+
 // Run runs the whole suite against the limiters newLimiter builds.
-func Run(t *testing.T, newLimiter NewLimiter) {
+func Run(t *testing.T, newLimiter NewLimiter) { RunWith(t, newLimiter, Options{}) }
+
+// RunWith runs the whole suite with opts.
+func RunWith(t *testing.T, newLimiter NewLimiter, opts Options) {
+	if opts.UtilizationWindow <= 0 {
+		opts.UtilizationWindow = 100 * time.Second
+	}
 	t.Run("Bound", func(t *testing.T) { testBound(t, newLimiter) })
 	t.Run("WaitIsHonest", func(t *testing.T) { testWaitIsHonest(t, newLimiter) })
-	t.Run("Utilization", func(t *testing.T) { testUtilization(t, newLimiter) })
+	t.Run("Utilization", func(t *testing.T) { testUtilization(t, newLimiter, opts.UtilizationWindow) })
 	t.Run("SetLimitLowersAtOnce", func(t *testing.T) { testSetLimitLowers(t, newLimiter) })
 	t.Run("SetLimitRaisesAtOnce", func(t *testing.T) { testSetLimitRaises(t, newLimiter) })
 	t.Run("LargerBurstFillsOverTime", func(t *testing.T) { testLargerBurst(t, newLimiter) })
