@@ -383,11 +383,6 @@ func (r *round) setup(ctx context.Context) error {
 			return err
 		}
 	}
-	if r.a.flood != nil {
-		if _, err := must("PATCH", "/v1/config", floodSettings); err != nil {
-			return err
-		}
-	}
 	if _, err := must("PATCH", "/v1/config", `{"quiet_period":"1s","pair_interval":"1ms","pair_burst":1000,`+
 		`"max_attempts":30,"backoff_base":"50ms","backoff_cap":"500ms","cooldown_min":"200ms","cooldown_max":"1s"}`); err != nil {
 		return err
@@ -402,6 +397,11 @@ func (r *round) setup(ctx context.Context) error {
 	}
 	if err := r.sink.setSecret(sub.Secret); err != nil {
 		return err
+	}
+	if r.a.flood != nil { // last: the producers' key is limited from here on
+		if _, err := must("PATCH", "/v1/config", floodSettings); err != nil {
+			return err
+		}
 	}
 	seqs := make([]int64, r.p.accounts)
 	for i := range r.cfg.Messages {
@@ -427,12 +427,15 @@ func (r *round) configure(ctx context.Context, patch string) error {
 		if err != nil {
 			return err
 		}
-		code, raw, err := gw.Call(ctx, apiKey, "PATCH", "/v1/config", patch)
-		if err == nil && code == 200 {
+		rep, err := gw.Do(ctx, apiKey, "PATCH", "/v1/config", patch)
+		switch {
+		case err == nil && rep.Code == http.StatusOK:
 			return nil
-		}
-		if err == nil && code/100 == 4 {
-			return fmt.Errorf("PATCH /v1/config %s = %d %s", patch, code, raw)
+		case err == nil && rep.Code == http.StatusTooManyRequests:
+			wait(ctx, r.whole429("the runner's settings change", rep))
+			continue
+		case err == nil && rep.Code/100 == 4:
+			return fmt.Errorf("PATCH /v1/config %s = %d %s", patch, rep.Code, rep.Body)
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
