@@ -60,7 +60,7 @@ const (
 	// answer. Slow clients hold on until the producers are done, so a
 	// producer they stalled would wait for a server timeout (10 s for
 	// headers, 60 s for a body) at least.
-	stallBound = 5 * time.Second
+	stallBound = 8 * time.Second
 	// producerWaitMax caps how long a producer honours a Retry-After: it
 	// retries sooner than asked, as an impatient client does, and is
 	// refused again.
