@@ -41,6 +41,13 @@ type deliverer struct {
 	results  chan outcome
 	wg       sync.WaitGroup
 
+	// mem holds the pending deliveries while it has them all, so that
+	// the due list is not read from the store on every dispatch.
+	mem pending
+	// page holds due deliveries read from the store not dispatched yet,
+	// while mem does not hold them all.
+	page []store.Delivery
+
 	settleDone  []int64
 	doneKeys    []string // the order keys of settleDone
 	settleRetry []store.Delivery
@@ -171,6 +178,7 @@ func (d *deliverer) settle(ctx context.Context) bool {
 		}
 		return false
 	}
+	d.mem.settled(d.settleDone, d.settleRetry)
 	for i, id := range d.settleDone {
 		delete(d.inflight, id)
 		delete(d.keys, d.doneKeys[i])
@@ -195,14 +203,21 @@ func (d *deliverer) fanOut(ctx context.Context) error {
 		var ds []store.Delivery
 		for _, e := range es {
 			if d.sub.Matches(e.Type, e.AccountID) {
-				ds = append(ds, store.Delivery{EventID: e.ID, OrderKey: store.OrderKey(e), NextAt: now})
+				ds = append(ds, store.Delivery{EventID: e.ID, OrderKey: store.OrderKey(e), NextAt: now, Event: e})
 			}
 		}
 		moved, err := d.m.st.EnqueueDeliveries(ctx, d.sub.ID, d.cursor, next, ds)
 		if err != nil {
+			// It may have committed: what is held may miss some.
+			d.mem.reset()
 			return err
 		}
-		if !moved {
+		if moved {
+			d.mem.add(ds)
+		} else {
+			// Deliveries enqueued apart from this loop (a replay) are
+			// only in the store.
+			d.mem.reset()
 			// A replay moved the cursor; continue from where it is.
 			sub, err := d.m.st.GetSubscription(ctx, d.sub.ID)
 			if err != nil {
@@ -224,15 +239,42 @@ func (d *deliverer) dispatch(ctx context.Context) error {
 	if free <= 0 {
 		return nil
 	}
-	due, err := d.m.st.DueDeliveries(ctx, d.sub.ID, d.m.cfg.Now(), 2*d.m.cfg.Concurrency+len(d.inflight))
-	if err != nil {
-		return err
+	taken := func(dl store.Delivery) bool { return d.inflight[dl.EventID] || d.keys[dl.OrderKey] }
+	var due []store.Delivery
+	if d.mem.complete {
+		due = d.mem.due(d.m.cfg.Now(), free, taken)
+	} else {
+		if len(d.page) == 0 {
+			page, err := d.m.st.DueDeliveries(ctx, d.sub.ID, d.m.cfg.Now(), duePage+len(d.inflight))
+			if err != nil {
+				return err
+			}
+			for _, dl := range page {
+				if !taken(dl) {
+					d.page = append(d.page, dl)
+				}
+			}
+		}
+		due = d.page
+		if len(due) == 0 && len(d.inflight) == 0 {
+			// Nothing due, nothing in flight: if nothing is pending
+			// either, what fanOut enqueues from now on is all there is.
+			n, _, err := d.m.st.DeliveryBacklog(ctx, d.sub.ID)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				d.mem.start()
+			}
+		}
 	}
+	used := 0
 	for _, dl := range due {
 		if free == 0 {
 			break
 		}
-		if d.inflight[dl.EventID] || d.keys[dl.OrderKey] {
+		used++
+		if taken(dl) {
 			continue
 		}
 		d.inflight[dl.EventID], d.keys[dl.OrderKey] = true, true
@@ -246,8 +288,19 @@ func (d *deliverer) dispatch(ctx context.Context) error {
 			d.results <- d.attempt(ctx, dl)
 		}()
 	}
+	if !d.mem.complete {
+		clear(d.page[:used])
+		d.page = d.page[used:]
+	}
 	return nil
 }
+
+// duePage is how many due deliveries one read of the store's due list
+// takes while the pending ones are not all held in memory: the rows read
+// stay due and first of their order keys until dispatched (only this
+// deliverer settles them), so a backlog is read once per page, not once
+// per dispatch.
+const duePage = 512
 
 // attempt posts one event to the endpoint.
 func (d *deliverer) attempt(ctx context.Context, dl store.Delivery) outcome {
