@@ -183,4 +183,11 @@ func TestAPIKeyOverItsRateGets429(t *testing.T) {
 	if r := b.json(t, "GET", "/v1/accounts", ""); r.status != 429 {
 		t.Fatalf("refill gave more than one request: %d", r.status)
 	}
+	// A tenth of a millisecond before the next refill the wait is still
+	// told in whole seconds, in the text as in the header.
+	clock.Advance(500*time.Millisecond - 100*time.Microsecond)
+	if r := b.json(t, "GET", "/v1/accounts", ""); r.status != 429 || r.header.Get("Retry-After") != "1" ||
+		!strings.Contains(string(r.body), "retry after 1 s") {
+		t.Fatalf("just before the refill = %d %q %s", r.status, r.header.Get("Retry-After"), r.body)
+	}
 }

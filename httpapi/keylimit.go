@@ -59,7 +59,10 @@ func (k *keyLimits) allow(keyID string) (bool, time.Duration) {
 
 // keyLimited is the 429 of a key over its request rate.
 func keyLimited(keyID string, wait time.Duration) error {
-	e := wamux.Errorf(wamux.ERateLimited, "API key %s is over its request rate (key_rate, key_burst); retry after %s", keyID, wait.Round(time.Millisecond))
+	// The text names the wait as Retry-After does, in whole seconds
+	// rounded up: a wait of a fraction of a millisecond is not "0s".
+	secs := (wait + time.Second - 1) / time.Second
+	e := wamux.Errorf(wamux.ERateLimited, "API key %s is over its request rate (key_rate, key_burst); retry after %d s", keyID, secs)
 	e.RetryAfter = wait
 	return e
 }
