@@ -17,6 +17,7 @@ var benchKinds = map[string]struct {
 	summary string
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }{
+	"edge":     {"slow webhook bodies and 20,000 idle connections against wamux serve: /healthz latency, peak RSS, refusals", runBenchEdge},
 	"events":   {"receipts → message.status events → one subscription's receiver: events/s, latency, receipts/s with vs without, ceiling", runBenchEvents},
 	"flood":    {"clients submitting far past one account's rate: accepted, refused with Retry-After, stored, peak RSS, restart", runBenchFlood},
 	"outbound": {"N accounts at their rate against the simulator: utilization, 429s, order, duplicates", runBenchOutbound},
@@ -39,7 +40,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(w, "usage: wamux bench [--cpuprofile=FILE] [--memprofile=FILE] [--trace=FILE] <kind> [flags] [--json]")
 		fmt.Fprintln(w, "\nThe profile options come before the kind, in any order.")
 		fmt.Fprintln(w, "\nkinds:")
-		for _, k := range []string{"events", "flood", "outbound", "receipts", "webhook"} {
+		for _, k := range []string{"edge", "events", "flood", "outbound", "receipts", "webhook"} {
 			fmt.Fprintf(w, "  %-9s %s\n", k, benchKinds[k].summary)
 		}
 		if len(args) == 0 {
@@ -49,7 +50,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	k, ok := benchKinds[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "wamux bench: unknown kind %q (events, flood, outbound, receipts, webhook)\n", args[0])
+		fmt.Fprintf(stderr, "wamux bench: unknown kind %q (edge, events, flood, outbound, receipts, webhook)\n", args[0])
 		return 2
 	}
 	return k.run(ctx, args[1:], stdout, stderr)

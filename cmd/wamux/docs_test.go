@@ -91,7 +91,7 @@ func TestDocumentedFlagsExist(t *testing.T) {
 	cancel()
 	var help strings.Builder
 	for _, args := range [][]string{{"serve"}, {"sim"}, {"demo"}, {"bench"}, {"bench", "outbound"},
-		{"bench", "receipts"}, {"bench", "webhook"}, {"bench", "events"}, {"bench", "flood"}} {
+		{"bench", "receipts"}, {"bench", "webhook"}, {"bench", "events"}, {"bench", "flood"}, {"bench", "edge"}} {
 		run(ctx, append(args, "--help"), &help, &help)
 	}
 	known := map[string]bool{"help": true}
@@ -162,7 +162,7 @@ func TestStrayArgumentsRefused(t *testing.T) {
 	cancel() // should one run after all, it stops at once
 	for _, args := range [][]string{{"demo", "30s"}, {"bench", "outbound", "--json", "extra"},
 		{"bench", "receipts", "1000"}, {"bench", "webhook", "extra"},
-		{"bench", "events", "extra"}, {"serve", "extra"}, {"sim", "extra"}} {
+		{"bench", "events", "extra"}, {"bench", "edge", "extra"}, {"serve", "extra"}, {"sim", "extra"}} {
 		var errOut strings.Builder
 		if code := run(ctx, args, io.Discard, &errOut); code != 2 ||
 			!strings.Contains(errOut.String(), "unexpected arguments") {
