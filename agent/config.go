@@ -74,12 +74,14 @@ type Config struct {
 	HTTPClient *http.Client
 	// Logger receives warnings and errors; slog.Default() when nil.
 	Logger *slog.Logger
-	// Clock times the backoff between attempts; the real clock when nil.
-	// Tests inject one to see the delays without waiting for them.
+	// Clock times the backoff between attempts and is what Report checks
+	// an event_time against (wamux.MaxEventTimeAhead); the real clock when
+	// nil. Tests inject one to see the delays without waiting for them.
 	Clock Clock
 }
 
-// Clock is the time source of the retry backoff: wamux.Clock, and a
+// Clock is the time source of the retry backoff and of Report's check of
+// an event_time: wamux.Clock, and a
 // channel that delivers once d has passed on it.
 type Clock interface {
 	wamux.Clock

@@ -40,7 +40,10 @@
 // with a body limit below the gateway's) splits the batch in halves until
 // each passes; only a receipt too large to pass alone is dead-lettered.
 // Report validates receipts the way the gateway does, so in practice
-// little ends there: a gateway whose rules differ from the agent's. A
+// little ends there: a gateway whose rules differ from the agent's, or
+// an event_time the agent's clock took as at most
+// wamux.MaxEventTimeAhead ahead and the gateway's, when the batch came,
+// as further. A
 // dead-lettered receipt reported again is sent again, not dropped as a
 // repeat.
 //
