@@ -81,8 +81,8 @@ type Config struct {
 }
 
 // Clock is the time source of the retry backoff and of Report's check of
-// an event_time: wamux.Clock, and a
-// channel that delivers once d has passed on it.
+// an event_time: wamux.Clock, and a channel that delivers once d has
+// passed on it.
 type Clock interface {
 	wamux.Clock
 	After(d time.Duration) <-chan time.Time
