@@ -226,11 +226,17 @@ func (d *Dispatcher) moveRecipient(ctx context.Context, to, from, dest string) (
 		return 0, false
 	}
 	res := old.handOver(ctx, to, dest)
-	if len(res.moved) > 0 {
-		next.adopt(res.moved)
-		d.log.Info("queued messages moved with their recipient", "from", from, "to_account", dest, "messages", len(res.moved))
+	if res.lost != ([3]int{}) {
+		// A failed move left these under dest in the store: it must
+		// find them there, although the recipient stays.
+		next.adopt(nil, res.lost)
 	}
-	return len(res.moved), res.all
+	n := len(res.moved) + res.stored[0] + res.stored[1] + res.stored[2]
+	if n > 0 {
+		next.adopt(res.moved, res.stored)
+		d.log.Info("queued messages moved with their recipient", "from", from, "to_account", dest, "messages", n)
+	}
+	return n, res.all
 }
 
 // handoff asks a worker's run goroutine, which owns the queues, to give up
@@ -242,7 +248,13 @@ type handoff struct {
 
 type handoffResult struct {
 	moved []*item // now stored under dest, in the recipient's order
-	all   bool    // the worker has nothing left of the recipient
+	// stored counts per priority the messages that moved from the store
+	// alone (beyond the window): dest loads them.
+	stored [3]int
+	// lost counts those a failed move left under dest, whose move back
+	// failed too.
+	lost [3]int
+	all  bool // the worker has nothing left of the recipient
 }
 
 // handOver runs a handoff on the worker's goroutine. A worker that has
@@ -260,10 +272,14 @@ func (w *worker) handOver(ctx context.Context, to, dest string) handoffResult {
 }
 
 // adopt queues messages moved here with their recipient, ahead of what the
-// inbox holds.
-func (w *worker) adopt(its []*item) {
+// inbox holds; stored counts those that moved in the store alone, which
+// the window loads behind them.
+func (w *worker) adopt(its []*item, stored [3]int) {
 	w.mu.Lock()
 	w.adopted = append(w.adopted, its...)
+	for p := range stored {
+		w.adoptedStored[p] += stored[p]
+	}
 	w.mu.Unlock()
 	w.kick()
 	if w.snapshotAccount().State == wamux.AccountDisabled {
@@ -273,12 +289,14 @@ func (w *worker) adopt(its []*item) {
 }
 
 // yieldRecipient gives up to dest the messages of a recipient that all
-// wait here, stored under dest first, in their order. Messages still in
-// the inbox are queued first, so none is left behind. The move is all or
-// nothing: when a store write fails, those already stored under dest are
-// stored back here and the recipient stays with all of them. Moving only
-// the first ones would split it, and its next messages, routed to dest
-// after them, would go out before the rest.
+// wait here, stored under dest first, in their order: those in the queues,
+// then those only in the store (beyond the window), which dest loads
+// behind them. Messages still in the inbox are queued first, so none is
+// left behind. The move is all or nothing: when a store write fails,
+// those already stored under dest are stored back here and the recipient
+// stays with all of them. Moving only the first ones would split it, and
+// its next messages, routed to dest after them, would go out before the
+// rest.
 func (w *worker) yieldRecipient(to, dest string) handoffResult {
 	if w.stopping {
 		return handoffResult{}
@@ -297,18 +315,25 @@ func (w *worker) yieldRecipient(to, dest string) handoffResult {
 	if ok && !movable(r) {
 		return handoffResult{}
 	}
-	// The recipient's messages still in the store would stay behind.
-	if stored, err := w.storedOf(to); err != nil || stored {
-		if err != nil {
-			w.d.log.Error("move a recipient", "account_id", w.id, "err", err)
-		}
+	stored, err := w.storedOf(to)
+	if err != nil {
+		w.d.log.Error("move a recipient", "account_id", w.id, "err", err)
 		return handoffResult{}
 	}
-	if !ok {
+	for _, m := range stored {
+		if !admit.Routed(m) {
+			return handoffResult{}
+		}
+	}
+	if !ok && len(stored) == 0 {
 		return handoffResult{all: true}
 	}
 	var moved []*item
-	for _, it := range r.msgs {
+	var msgs []*item
+	if ok {
+		msgs = r.msgs
+	}
+	for _, it := range msgs {
 		m := it.msg
 		m.AccountID = dest
 		ctx, cancel := bg()
@@ -328,16 +353,49 @@ func (w *worker) yieldRecipient(to, dest string) handoffResult {
 		}
 		moved = append(moved, &item{msg: m, enqueued: it.enqueued, retries: it.retries})
 	}
-	if len(moved) == 0 {
-		return handoffResult{}
+	res := handoffResult{moved: moved}
+	for i, m := range stored {
+		ctx, cancel := bg()
+		ok, err := w.d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: m.ID, From: []wamux.Status{wamux.StatusQueued},
+			Status: wamux.StatusQueued, AccountID: dest})
+		cancel()
+		if err != nil || !ok {
+			w.d.log.Error("move a queued message with its recipient", "account_id", w.id, "to_account", dest, "msg_id", m.ID, "moved", ok, "err", err)
+			w.unmove(moved)
+			return handoffResult{lost: w.unmoveStored(stored[:i])}
+		}
+		res.stored[m.Priority]++
 	}
-	now := w.d.clock.Now()
-	w.q.unfile(r)
-	for range moved {
-		w.q.removed(r.pop())
+	if ok {
+		now := w.d.clock.Now()
+		w.q.unfile(r)
+		for range moved {
+			w.q.removed(r.pop())
+		}
+		w.q.schedule(r, now)
 	}
-	w.q.schedule(r, now)
-	return handoffResult{moved: moved, all: len(r.msgs) == 0}
+	for p, n := range res.stored {
+		w.win.stored[p] = max(w.win.stored[p]-n, 0)
+	}
+	res.all = true
+	return res
+}
+
+// unmoveStored stores back under this account messages a failed handoff
+// had moved in the store alone, and counts those it could not.
+func (w *worker) unmoveStored(ms []wamux.Message) [3]int {
+	var lost [3]int
+	for _, m := range ms {
+		ctx, cancel := bg()
+		_, err := w.d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: m.ID, From: []wamux.Status{wamux.StatusQueued},
+			Status: wamux.StatusQueued, AccountID: w.id})
+		cancel()
+		if err != nil {
+			w.d.log.Error("store a message back under its account after a failed move", "account_id", w.id, "msg_id", m.ID, "err", err)
+			lost[m.Priority]++
+		}
+	}
+	return lost
 }
 
 // unmove stores back under this account the messages a failed handoff

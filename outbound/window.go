@@ -3,6 +3,7 @@ package outbound
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/wamux/wamux"
@@ -23,11 +24,15 @@ import (
 //     order the reorder buffer releases them in;
 //   - the others by priority, then as stored. A message of a recipient
 //     that has an older message of lower priority still in the store
-//     brings that one along first (loadPrefix), so a P0 loaded ahead of
+//     brings that one along first (takePlain), so a P0 loaded ahead of
 //     a P1 backlog never passes its recipient's older P1;
-//   - a recipient holding windowShare of the window is loaded no further
-//     this time: one recipient's long backlog, which its pair limit
-//     drains slowly, does not fill the window while others wait.
+//   - a recipient holding an eighth of the window (windowShare) is loaded
+//     no further this time: one recipient's long backlog, which its pair
+//     limit drains slowly, does not fill the window while others wait.
+//
+// A recipient that moves to another account takes its messages in the
+// store along (yieldRecipient); the other account loads them behind those
+// that moved from memory (adoptStored).
 //
 // A message left in the store with a higher priority than one the queues
 // hold is urgent: the next round loads at once, up to half a window beyond
@@ -267,26 +272,30 @@ func (w *worker) queuedInMemory() [3]int {
 	return out
 }
 
-// storedOf reports whether the store holds queued messages of recipient
-// to that the queues do not: the recipient must not move without them.
-func (w *worker) storedOf(to string) (bool, error) {
+// storedOf returns, oldest first, the queued messages of recipient to that
+// the store holds and the queues do not: the recipient moves with them or
+// not at all.
+func (w *worker) storedOf(to string) ([]wamux.Message, error) {
 	if !w.win.spilled {
-		return false, nil
-	}
-	n := 0
-	if r, ok := w.q.byTo[to]; ok {
-		n = len(r.msgs)
+		return nil, nil
 	}
 	ctx, cancel := bg()
 	defer cancel()
-	ms, err := w.d.store.ListQueue(ctx, store.QueueFilter{AccountID: w.id, Recipient: to, Limit: n + 1})
+	ms, err := w.d.store.ListQueue(ctx, store.QueueFilter{AccountID: w.id, Recipient: to, Limit: math.MaxInt32})
 	if err != nil {
-		return true, fmt.Errorf("outbound: look for a recipient's messages in the store: %w", err)
+		return nil, fmt.Errorf("outbound: look for a recipient's messages in the store: %w", err)
 	}
-	for _, m := range ms {
-		if !w.q.has(m.ID) {
-			return true, nil
-		}
+	return w.notHeld(ms), nil
+}
+
+// adoptStored notes messages moved here in the store alone: from now on
+// new messages queue behind them there, and the next load finds them.
+func (w *worker) adoptStored(n [3]int) {
+	if n == ([3]int{}) {
+		return
 	}
-	return false, nil
+	w.win.spilled, w.win.idle = true, false
+	for p := range n {
+		w.win.stored[p] += n[p]
+	}
 }

@@ -173,13 +173,13 @@ func TestUrgentMessagesPassStoredBacklog(t *testing.T) {
 	}
 }
 
-// TestRecipientWithStoredMessagesStaysOnItsAccount: a routed recipient has
-// 20 messages on its owner a, which is cooling down, 10 of them held in
-// memory (queue_window 10) and 10 in the store. When b becomes usable, the
-// recipient's next message must not move it there: the 10 in the store
-// would stay behind on a and go out after the newer ones. It queues on a
-// behind them, and a sends all 21 in order once its cooldown ends.
-func TestRecipientWithStoredMessagesStaysOnItsAccount(t *testing.T) {
+// TestRecipientMovesWithItsStoredMessages: a routed recipient has 20
+// messages on its owner a, which is cooling down, 10 of them held in
+// memory (queue_window 10) and 10 only in the store. When b becomes
+// usable, the recipient's next message moves it there with all 20, those
+// from the store too: left behind on a, they would go out after the newer
+// ones. b sends the 21 in submission order, a none.
+func TestRecipientMovesWithItsStoredMessages(t *testing.T) {
 	clk := fakeclock.New()
 	e := newEnv(t, envOpts{clock: clk, settings: map[string]string{"queue_window": "10"}})
 	e.addAccount("a", "8301", 1, 1, sim.Limits{Rate: 1000})
@@ -200,31 +200,37 @@ func TestRecipientWithStoredMessagesStaysOnItsAccount(t *testing.T) {
 		}
 	}
 	testwait.For(t, "20 messages queued on a", 20*time.Second, func() bool { return depthSum(e, "a") == 20 })
+	if p := e.d.HeldPeak("a"); p != 10 {
+		t.Fatalf("a holds %d messages in memory, want the window of 10 (the test needs some in the store)", p)
+	}
 
 	setState(t, e, "b", wamux.AccountActive)
 	next := textMsg(t, admit.Request{MsgID: "x-20", To: to})
-	if acc := e.submit(next)[0].Message.AccountID; acc != "a" {
-		t.Fatalf("the recipient's next message went to %s while 10 of its messages wait in a's store, want a", acc)
+	if acc := e.submit(next)[0].Message.AccountID; acc != "b" {
+		t.Fatalf("the recipient's next message went to %s, want b (a cools down)", acc)
 	}
 	want = append(want, next.ID)
 	for _, id := range want {
-		if acc := e.message(id).AccountID; acc != "a" {
-			t.Fatalf("%s moved to %s", id, acc)
+		if acc := e.message(id).AccountID; acc != "b" {
+			t.Fatalf("%s stayed on %s", id, acc)
 		}
 	}
+	// b may have sent the first already: its bucket holds one token.
+	testwait.For(t, "21 messages queued on b or sent", 20*time.Second, func() bool {
+		return depthSum(e, "b")+int(e.sim.Stats().Totals.Accepted) == 21
+	})
 
-	setState(t, e, "a", wamux.AccountActive)
 	for sent := int64(1); sent <= int64(len(want)); sent++ {
 		testwait.For(t, fmt.Sprintf("send %d", sent), 20*time.Second, func() bool {
-			return e.sim.Stats().Totals.Accepted >= sent && e.d.AttemptsRunning("a") == 0
+			return e.sim.Stats().Totals.Accepted >= sent && e.d.AttemptsRunning("b") == 0
 		})
 		e.elapse(clk, time.Second)
 	}
-	if got := sentFrom(e, "8301", to); !slices.Equal(got, want) {
-		t.Fatalf("a sent %v, want %v", got, want)
+	if got := sentFrom(e, "8302", to); !slices.Equal(got, want) {
+		t.Fatalf("b sent %v, want %v", got, want)
 	}
-	if got := sentFrom(e, "8302", to); len(got) != 0 {
-		t.Fatalf("b sent %v, want nothing", got)
+	if got := sentFrom(e, "8301", to); len(got) != 0 {
+		t.Fatalf("a sent %v, want nothing", got)
 	}
 }
 
@@ -257,5 +263,75 @@ func TestAdmissionCountsTheStoredBacklog(t *testing.T) {
 	}
 	if res[1].Err != nil {
 		t.Fatalf("a P0 within the reserve was refused: %v", res[1].Err)
+	}
+}
+
+// TestDisabledAccountEvacuatesItsStoredBacklog: a disabled account's
+// routed recipients move to b although only 10 of its 30 messages are in
+// memory (queue_window 10): each move makes room, the next window loads,
+// and its recipients move too, until b has sent all 30 once.
+func TestDisabledAccountEvacuatesItsStoredBacklog(t *testing.T) {
+	e := newEnv(t, envOpts{settings: map[string]string{"queue_window": "10"}})
+	e.addAccount("a", "8501", 1000, 100, sim.Limits{Rate: 1000})
+	e.addAccount("b", "8502", 1000, 100, sim.Limits{Rate: 1000})
+	setState(t, e, "b", wamux.AccountDisabled)
+	coolDown(t, e, "a", time.Now().Add(time.Hour))
+	var batch []wamux.Message
+	for i := range 30 {
+		batch = append(batch, textMsg(t, admit.Request{MsgID: fmt.Sprintf("e-%02d", i), To: fmt.Sprintf("1555870%04d", i)}))
+	}
+	e.submit(batch...)
+	testwait.For(t, "30 messages queued on a", 20*time.Second, func() bool { return depthSum(e, "a") == 30 })
+	setState(t, e, "b", wamux.AccountActive)
+	setState(t, e, "a", wamux.AccountDisabled)
+	e.waitAccepted(30, 30*time.Second)
+	if got := sentFrom(e, "8501", ""); len(got) != 0 {
+		t.Fatalf("the disabled account sent %v", got)
+	}
+	if tot := e.sim.Stats().Totals; tot.Accepted != 30 || tot.Duplicates != 0 {
+		t.Fatalf("accepted %d with %d duplicates, want 30 once each", tot.Accepted, tot.Duplicates)
+	}
+	testwait.For(t, "a's queue empty", 10*time.Second, func() bool { return depthSum(e, "a") == 0 })
+	if p := e.d.HeldPeak("a"); p > 10 {
+		t.Fatalf("a held %d in memory, over the window of 10", p)
+	}
+}
+
+// TestFailedMoveOfStoredMessageKeepsRecipientOrder: a is disabled with 20
+// of a routed recipient's messages, 10 held in memory (queue_window 10)
+// and 10 only in the store, and the write moving x-15, one of the latter,
+// to b fails once. The move is all or nothing, those from the store too:
+// the recipient's next message moves all 20 ahead of it, and b sends the
+// 21 in submission order.
+func TestFailedMoveOfStoredMessageKeepsRecipientOrder(t *testing.T) {
+	fs := &flakyStore{}
+	clk := fakeclock.New()
+	e := newEnv(t, envOpts{clock: clk, wrapStore: fs.wrap, settings: map[string]string{"queue_window": "10"}})
+	const to = "15558800000"
+	var msgs []wamux.Message
+	var want []string
+	for i := range 20 {
+		msgs = append(msgs, textMsg(t, admit.Request{MsgID: fmt.Sprintf("x-%02d", i), To: to}))
+		want = append(want, msgs[i].ID)
+	}
+	queuedOnPausedPool(t, e, clk, msgs...)
+	if p := e.d.HeldPeak("a"); p != 10 {
+		t.Fatalf("a holds %d messages in memory, want the window of 10", p)
+	}
+	fs.failNext(1, false, func(u store.MessageUpdate) bool { return u.MsgID == "x-15" && u.AccountID == "b" })
+	setState(t, e, "b", wamux.AccountActive)
+	setState(t, e, "a", wamux.AccountDisabled)
+	testwait.For(t, "the move of x-15 failed", 10*time.Second, func() bool { return fs.failed.Load() == 1 })
+	next := textMsg(t, admit.Request{MsgID: "x-20", To: to})
+	if acc := e.submit(next)[0].Message.AccountID; acc != "b" {
+		t.Fatalf("the next message went to %s, want b", acc)
+	}
+	want = append(want, next.ID)
+	testwait.For(t, "all 21 sent", 20*time.Second, func() bool {
+		e.elapse(clk, time.Second)
+		return e.sim.Stats().Totals.Accepted >= int64(len(want))
+	})
+	if got := sentFrom(e, "8102", to); !slices.Equal(got, want) {
+		t.Fatalf("b sent %v, want %v", got, want)
 	}
 }

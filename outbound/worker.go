@@ -35,6 +35,10 @@ type worker struct {
 	depthSnap [3]int          // queued per priority, in memory and in the store
 	storeSnap int             // of depthSnap, those only in the store
 	peakSnap  int             // the most messages the queues have held at once
+
+	// adoptedStored counts per priority messages moved here in the store
+	// alone: the window loads them.
+	adoptedStored [3]int
 	// intaking and waitingSnap count, for admission, the messages intake
 	// took from the inbox before depthSnap shows them, and those in the
 	// reorder buffer at the last scheduling round.
@@ -393,10 +397,11 @@ func (w *worker) publishDepth() time.Time {
 // a crash the stored NextSeq never runs ahead of the stored statuses.
 func (w *worker) intake() {
 	w.mu.Lock()
-	inbox, released, adopted := w.inbox, w.released, w.adopted
-	w.inbox, w.released, w.adopted = nil, nil, nil
+	inbox, released, adopted, adoptedStored := w.inbox, w.released, w.adopted, w.adoptedStored
+	w.inbox, w.released, w.adopted, w.adoptedStored = nil, nil, nil, [3]int{}
 	w.intaking = len(inbox) + len(released)
 	w.mu.Unlock()
+	w.adoptStored(adoptedStored)
 	if len(inbox) == 0 && len(released) == 0 && len(adopted) == 0 {
 		return
 	}
