@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"testing"
+	"time"
 
 	_ "modernc.org/sqlite" // the "sqlite" driver, to count stored messages
 
@@ -240,14 +241,18 @@ func fuzzCall(t *testing.T, h *bench.Harness, method, path string, body []byte) 
 	}
 	req.Header.Set("Authorization", "Bearer "+h.APIKey)
 	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
+	res, err := fuzzClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s %s %q: %v", method, path, body, err)
 	}
 	defer res.Body.Close()
 	raw, err := io.ReadAll(res.Body)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s %s %q: %v", method, path, body, err)
 	}
 	return response{status: res.StatusCode, header: res.Header, body: raw}
 }
+
+// fuzzClient gives up on an answer that takes longer than any store call
+// may: a request left hanging is a failure the fuzzer reports.
+var fuzzClient = &http.Client{Timeout: 30 * time.Second}
