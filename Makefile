@@ -1,5 +1,6 @@
-# make test is what CI runs (.ci/run): formatting, vet, staticcheck, and every
-# test under the race detector, including the PostgreSQL store suite.
+# make test is what CI runs (.ci/run): formatting, vet, staticcheck, every
+# test under the race detector, including the PostgreSQL store suite and the
+# fuzz targets' committed corpora, and a short fuzzing budget.
 GO          ?= go
 GOBIN       := $(shell $(GO) env GOPATH)/bin
 STATICCHECK := $(GOBIN)/staticcheck
@@ -13,9 +14,9 @@ export WAMUX_TEST_POSTGRES
 WAMUX_TEST_REDIS ?= redis://127.0.0.1:6379/0
 export WAMUX_TEST_REDIS
 
-.PHONY: test fmt-check vet staticcheck unit build bench chaos
+.PHONY: test fmt-check vet staticcheck unit fuzz fuzz-short build bench chaos
 
-test: fmt-check vet staticcheck unit
+test: fmt-check vet staticcheck unit fuzz-short
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -52,3 +53,19 @@ SEED   ?= 0
 STORE  ?=
 chaos:
 	$(GO) test -count=1 -timeout 90m -run '^TestChaos$$' -v ./chaos -chaos.rounds=$(ROUNDS) -chaos.seed=$(SEED) -chaos.store=$(STORE)
+
+# Fuzz targets (docs/reliability.md): make fuzz runs each for FUZZTIME;
+# FUZZ_SAVE=N keeps up to N new small inputs per target in its package's
+# testdata/fuzz, which plain go test replays. FUZZ=pkg or pkg.FuzzName
+# narrows the run. make test fuzzes the parsers of the least trusted input,
+# each for FUZZTIME_SHORT.
+FUZZTIME       ?= 30s
+FUZZTIME_SHORT ?= 4s
+FUZZ_SAVE      ?= 0
+FUZZ           ?=
+FUZZ_SHORT     ?= provider/cloudapi.FuzzParseWebhook provider/cloudapi.FuzzVerifySignature admit.FuzzAdmit webhooksig.FuzzVerify
+fuzz:
+	FUZZTIME=$(FUZZTIME) FUZZ_SAVE=$(FUZZ_SAVE) scripts/fuzz.sh $(FUZZ)
+
+fuzz-short:
+	FUZZTIME=$(FUZZTIME_SHORT) FUZZ_SAVE=0 scripts/fuzz.sh $(FUZZ_SHORT)
