@@ -168,7 +168,7 @@ func (req createAccountRequest) validate() (wamux.Account, error) {
 	if err := validRate(a.RatePerSec); err != nil {
 		return a, err
 	}
-	a.Burst = int(math.Ceil(a.RatePerSec))
+	a.Burst = ratelimit.DefaultBurstFor(a.RatePerSec)
 	if req.Burst != nil {
 		a.Burst = *req.Burst
 	}

@@ -177,7 +177,7 @@ func TestAccountLifecycle(t *testing.T) {
 	var got map[string]any
 	json.Unmarshal(r.body, &got)
 	if got["id"] != "acme-1" || got["base_url"] != "https://graph.facebook.com" || got["rate_per_sec"] != 40.0 ||
-		got["burst"] != 40.0 || got["state"] != "active" || got["tokens"] != 40.0 {
+		got["burst"] != 1.0 || got["state"] != "active" || got["tokens"] != 1.0 {
 		t.Fatalf("created account = %s", r.body)
 	}
 	if _, ok := got["access_token"]; ok {

@@ -3,6 +3,7 @@ package outbound_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/wamux/wamux/admit"
 	"github.com/wamux/wamux/internal/fakeclock"
 	"github.com/wamux/wamux/provider/cloudapi"
+	"github.com/wamux/wamux/ratelimit"
 	"github.com/wamux/wamux/sim"
 	"github.com/wamux/wamux/store"
 )
@@ -40,17 +42,25 @@ func submitMany(t *testing.T, e *env, acc string, n int, prefix string) {
 	e.submit(msgs...)
 }
 
+// pacedInterval is the time between two sends of an account of the given
+// rate_per_sec once its burst is used: it is paced at ratelimit.PaceRate,
+// the emission interval rounded up to the nanosecond.
+func pacedInterval(rate float64) time.Duration {
+	return time.Duration(math.Ceil(float64(time.Second) / ratelimit.PaceRate(rate)))
+}
+
 // TestSteadyOverloadUsesTheWholeRate: with more queued than the account's
 // rate can send and the provider enforcing the same rate and burst, every
-// instant has sent exactly burst + rate × elapsed (no token lost to
+// instant has sent exactly burst + paced rate × elapsed (no token lost to
 // rounding or to timers) and the provider never answers 130429.
 func TestSteadyOverloadUsesTheWholeRate(t *testing.T) {
 	clk := fakeclock.New()
 	e := newEnv(t, envOpts{clock: clk, simCfg: sim.Config{Clock: clk.Now}})
 	e.addAccount("acc", "7001", 20, 4, sim.Limits{Rate: 20, Burst: 4})
 	submitMany(t, e, "acc", 200, "1555700")
+	iv := pacedInterval(20)
 	stepClock(t, e, clk, "acc", 10*time.Millisecond, 500, func(el time.Duration) {
-		want := int64(4 + el/(50*time.Millisecond))
+		want := int64(4 + el/iv)
 		if got := e.sim.Stats().Totals.Accepted; got != want {
 			t.Fatalf("%v into the overload %d accepted, want %d", el, got, want)
 		}
@@ -79,7 +89,7 @@ func TestThrottleBacksOffAndClimbsBack(t *testing.T) {
 		if el%time.Second != 0 {
 			return
 		}
-		ratio := e.d.LimitState("acc").EffectiveRate / 20
+		ratio := e.d.LimitState("acc").EffectiveRate / ratelimit.PaceRate(20)
 		if want := min(0.9+0.05*float64(el/time.Second), 1); ratio < want-1e-9 || ratio > want+1e-9 {
 			t.Fatalf("%v after the 130429 the effective rate is %.2f of the configured, want %.2f", el, ratio, want)
 		}
@@ -87,10 +97,14 @@ func TestThrottleBacksOffAndClimbsBack(t *testing.T) {
 		perSec = append(perSec, got-last)
 		last = got
 	})
+	// The full paced rate, 19.4/s: 19 or 20 in each second.
 	for s := 3; s < len(perSec); s++ {
-		if perSec[s] != 20 {
-			t.Fatalf("accepted per second %v: second %d has %d, want the full 20", perSec, s, perSec[s])
+		if perSec[s] != 19 && perSec[s] != 20 {
+			t.Fatalf("accepted per second %v: second %d has %d, want the full 19.4", perSec, s, perSec[s])
 		}
+	}
+	if sum := perSec[3] + perSec[4] + perSec[5] + perSec[6] + perSec[7]; sum < 96 || sum > 97 {
+		t.Fatalf("accepted per second %v: %d in seconds 3 to 7, want 5 × 19.4", perSec, sum)
 	}
 	if st := e.sim.Stats().Totals; st.OverLimit != 0 {
 		t.Fatalf("the provider answered 130429 %d times", st.OverLimit)
@@ -131,10 +145,17 @@ func TestPatchedLimitAppliesToTheNextSend(t *testing.T) {
 		}
 	})
 	// Second i (1-based) is (i-1 s, i s]; the first holds the burst.
-	want := []int64{4 + 20, 20, 20, 40, 40, 40, 10, 10}
+	// Each rate is paced at ratelimit.PaceRate: a second holds that many,
+	// give or take the fraction of a token carried from one to the next.
+	want := []float64{4 + 20, 20, 20, 40, 40, 40, 10, 10}
 	for i, w := range want {
-		if perSec[i] != w {
-			t.Fatalf("accepted per second %v, want %v", perSec, want)
+		if i > 0 {
+			w = ratelimit.PaceRate(w)
+		} else {
+			w = 4 + ratelimit.PaceRate(20)
+		}
+		if got := float64(perSec[i]); got < math.Floor(w) || got > math.Ceil(w) {
+			t.Fatalf("accepted per second %v: second %d has %v, want %.1f", perSec, i+1, got, w)
 		}
 	}
 	if st := e.sim.Stats().Totals; st.OverLimit != 0 {

@@ -320,16 +320,19 @@ func (d *Dispatcher) startWorker(ctx context.Context, a wamux.Account) error {
 }
 
 // setLimit gives the limiter the account's rate and burst, brought within
-// its bounds. A limit outside them was stored before the API checked them:
-// refusing it would keep every account from starting, and an account from
-// taking any other change (a disable, a new token) made since.
+// its bounds, the rate less ratelimit.Headroom: rate_per_sec is the
+// provider's limit for the number, which the arrivals of requests sent at
+// exactly that rate would exceed in some seconds. A limit outside the
+// bounds was stored before the API checked them: refusing it would keep
+// every account from starting, and an account from taking any other change
+// (a disable, a new token) made since.
 func (d *Dispatcher) setLimit(ctx context.Context, a wamux.Account) error {
 	rate, burst := limitFor(a)
 	if rate != a.RatePerSec || burst != a.Burst {
 		d.log.Warn("account's stored limit is outside the limiter's bounds; sending at the nearest one until it is changed",
 			"account_id", a.ID, "rate_per_sec", a.RatePerSec, "burst", a.Burst, "using_rate", rate, "using_burst", burst)
 	}
-	if err := d.limiter.SetLimit(ctx, a.ID, rate, burst); err != nil {
+	if err := d.limiter.SetLimit(ctx, a.ID, max(ratelimit.PaceRate(rate), ratelimit.MinLimitRate), burst); err != nil {
 		return fmt.Errorf("outbound: limit for %s: %w", a.ID, err)
 	}
 	return nil

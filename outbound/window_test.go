@@ -148,7 +148,7 @@ func TestUrgentMessagesPassStoredBacklog(t *testing.T) {
 			return e.sim.Stats().Totals.Accepted >= sent && e.d.AttemptsRunning("acc") == 0
 		})
 		if sent < n {
-			e.elapse(clk, time.Second)
+			e.elapse(clk, pacedInterval(1))
 		}
 	}
 	var order []string
@@ -224,7 +224,7 @@ func TestRecipientMovesWithItsStoredMessages(t *testing.T) {
 		testwait.For(t, fmt.Sprintf("send %d", sent), 20*time.Second, func() bool {
 			return e.sim.Stats().Totals.Accepted >= sent && e.d.AttemptsRunning("b") == 0
 		})
-		e.elapse(clk, time.Second)
+		e.elapse(clk, pacedInterval(1))
 	}
 	if got := sentFrom(e, "8302", to); !slices.Equal(got, want) {
 		t.Fatalf("b sent %v, want %v", got, want)
