@@ -16,6 +16,10 @@ const (
 	PacedHoldDefault    = time.Minute
 	MaxRecordsDefault   = 1_000_000
 	MaxBodyBytes        = 1 << 20
+	// StrictSecondMaxRate bounds the rate of a number with
+	// Limits.StrictSecond, which keeps the time of each message of the
+	// last second.
+	StrictSecondMaxRate = 1_000_000
 	maxBatch            = 1000
 )
 
@@ -45,6 +49,12 @@ type Limits struct {
 	Burst int `json:"burst,omitempty"`
 	// PairInterval is the sustained spacing of messages to one recipient.
 	PairInterval time.Duration `json:"pair_interval,omitempty"`
+	// StrictSecond also refuses (130429) a message that would make more
+	// than Rate (rounded down, at least 1) accepted in any one second
+	// (t-1s, t], as a provider counting every one-second window does;
+	// without it only the Rate/Burst bucket applies, which lets Burst + Rate
+	// through in the second after an idle spell.
+	StrictSecond bool `json:"strict_second,omitempty"`
 	// PairBurst is how many messages to one recipient may come within 6 s
 	// before 131056. As with Meta, a burst borrows future quota: after a
 	// burst of n the recipient gets nothing more until n×PairInterval
@@ -69,6 +79,7 @@ func (l Limits) over(o Limits) Limits {
 	if o.PairBurst > 0 {
 		l.PairBurst = o.PairBurst
 	}
+	l.StrictSecond = l.StrictSecond || o.StrictSecond
 	return l.withDefaults()
 }
 
@@ -125,8 +136,13 @@ type Faults struct {
 	// injected and rate-limit errors. Meta does not document one; this
 	// checks that a client would honour it.
 	RetryAfter time.Duration
-	// Latency delays every answer by a draw from this range.
+	// Latency delays every answer by a draw from this range, after the
+	// request is counted: the provider's time to answer.
 	Latency Range
+	// Jitter delays every request by a draw from [0, Jitter] before it is
+	// counted against the limits: the network's variation on the way in,
+	// which bunches requests that left evenly spaced.
+	Jitter time.Duration
 	// WebhookDuplicate sends a status webhook a second time.
 	WebhookDuplicate float64
 	// WebhookReorder sends a message's statuses in reverse order (read
@@ -290,6 +306,9 @@ func (c *Config) setDefaults() error {
 	if c.After == nil {
 		c.After = time.After
 	}
+	if c.Limits.StrictSecond && c.Limits.Rate > StrictSecondMaxRate {
+		return fmt.Errorf("sim: strict_second needs a rate of at most %d", StrictSecondMaxRate)
+	}
 	if c.Inbound.Rate < 0 || c.Inbound.Customers < 0 {
 		return fmt.Errorf("sim: inbound rate %v and customers %d must not be negative", c.Inbound.Rate, c.Inbound.Customers)
 	}
@@ -339,6 +358,9 @@ func (f *Faults) check() error {
 	}
 	if f.Latency.Min < 0 || f.Latency.Max < f.Latency.Min {
 		return fmt.Errorf("sim: latency range %v..%v is invalid", f.Latency.Min, f.Latency.Max)
+	}
+	if f.Jitter < 0 {
+		return fmt.Errorf("sim: jitter %v is negative", f.Jitter)
 	}
 	if f.RetryAfter < 0 {
 		return fmt.Errorf("sim: retry-after %v is negative", f.RetryAfter)

@@ -21,6 +21,7 @@ type faultsJSON struct {
 	RetryAfter             string          `json:"retry_after"`
 	LatencyMin             string          `json:"latency_min"`
 	LatencyMax             string          `json:"latency_max"`
+	Jitter                 string          `json:"jitter"`
 	WebhookDuplicate       float64         `json:"webhook_duplicate"`
 	WebhookReorder         float64         `json:"webhook_reorder"`
 	Paced                  float64         `json:"paced"`
@@ -42,6 +43,7 @@ func (j faultsJSON) faults() (Faults, error) {
 	}{
 		{"slow_delay", j.SlowDelay, &f.SlowDelay}, {"retry_after", j.RetryAfter, &f.RetryAfter},
 		{"latency_min", j.LatencyMin, &f.Latency.Min}, {"latency_max", j.LatencyMax, &f.Latency.Max},
+		{"jitter", j.Jitter, &f.Jitter},
 		{"paced_hold", j.PacedHold, &f.PacedHold},
 	} {
 		if d.in == "" {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"hash/fnv"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -25,9 +26,13 @@ type number struct {
 	faults Faults
 	codes  []int
 
-	mu    sync.Mutex
-	tat   int64                // throughput GCRA state
-	pairs map[string]pairState // pair limit state per recipient
+	mu  sync.Mutex
+	tat int64 // throughput GCRA state
+	// second holds the times (unix ns) of the last len(second) accepted
+	// messages, oldest at secondNext, when limits.StrictSecond is set.
+	second     []int64
+	secondNext int
+	pairs      map[string]pairState // pair limit state per recipient
 	// windows holds when each user last wrote (unix ns on the sim's
 	// clock): the customer-service window; windowPruneAt as pruneAt.
 	windows       map[string]int64
@@ -104,6 +109,14 @@ func newNumber(n Number, defaults Limits, faults Faults, seed uint64) *number {
 // owns nb exclusively).
 func (nb *number) resetLocked(seed uint64) {
 	nb.tat = 0
+	nb.second, nb.secondNext = nil, 0
+	if nb.limits.StrictSecond {
+		// Times far in the past: the first second may hold them all.
+		nb.second = make([]int64, max(1, int(nb.limits.Rate)))
+		for i := range nb.second {
+			nb.second[i] = math.MinInt64
+		}
+	}
 	nb.pairs = make(map[string]pairState)
 	nb.pruneAt = pruneFloor
 	nb.windows = make(map[string]int64)
@@ -118,6 +131,22 @@ func (nb *number) resetLocked(seed uint64) {
 func (nb *number) setFaultsLocked(f Faults) {
 	nb.faults = f
 	nb.codes = f.sortedCodes()
+}
+
+// secondFull reports whether a message accepted at now would make more
+// than the strict limit in the second (now-1s, now]. The caller holds mu.
+func (nb *number) secondFull(now int64) bool {
+	return nb.second != nil && nb.second[nb.secondNext] > now-int64(time.Second)
+}
+
+// secondTake records a message accepted at now for secondFull. The caller
+// holds mu.
+func (nb *number) secondTake(now int64) {
+	if nb.second == nil {
+		return
+	}
+	nb.second[nb.secondNext] = now
+	nb.secondNext = (nb.secondNext + 1) % len(nb.second)
 }
 
 // tick counts one request in the per-second peak accounting.
@@ -139,6 +168,18 @@ func (nb *number) tick(now int64, accepted bool) {
 // one fault does not change the draws of the others.
 func (nb *number) chance(p float64) bool {
 	return p > 0 && nb.rng.Float64() < p
+}
+
+// jitter draws how long a request is held before it is counted: the
+// network's variation on the way in (Faults.Jitter). No jitter costs no
+// draw, so a seed replays the same run as without the fault.
+func (nb *number) jitter() time.Duration {
+	nb.mu.Lock()
+	defer nb.mu.Unlock()
+	if nb.faults.Jitter <= 0 {
+		return 0
+	}
+	return time.Duration(nb.rng.Int64N(int64(nb.faults.Jitter) + 1))
 }
 
 func (nb *number) between(r Range) time.Duration {

@@ -111,6 +111,9 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
+	if j := nb.jitter(); j > 0 && !s.wait(r, j) {
+		return
+	}
 	now := s.cfg.Clock()
 	msg, f, plan, apiErr := s.decide(nb, req, apiErr, body, now)
 	if plan != nil && s.hooks != nil {
@@ -184,7 +187,7 @@ func (s *Server) decide(nb *number, req *sendRequest, apiErr *apiError, body []b
 		return Message{}, f, nil, apiErr
 	}
 	tat, ok := nb.rate.allow(nb.tat, ns)
-	if !ok {
+	if !ok || nb.secondFull(ns) {
 		nb.st.overLimit++
 		nb.st.rejected[130429]++
 		return Message{}, fault{latency: f.latency}, nil, nb.withRetryAfter(errThroughput())
@@ -199,6 +202,7 @@ func (s *Server) decide(nb *number, req *sendRequest, apiErr *apiError, body []b
 		return Message{}, fault{latency: f.latency}, nil, nb.withRetryAfter(errPairLimit())
 	}
 	nb.tat = tat
+	nb.secondTake(ns)
 	nb.pairs[to] = ps
 	nb.maybePruneLocked(ns)
 

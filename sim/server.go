@@ -103,6 +103,9 @@ func (s *Server) AddNumber(n Number) error {
 	if n.Limits.Rate < 0 || n.Limits.Burst < 0 || n.Limits.PairInterval < 0 || n.Limits.PairBurst < 0 {
 		return wamux.Errorf(wamux.EInvalid, "limits must not be negative")
 	}
+	if l := s.cfg.Limits.over(n.Limits); l.StrictSecond && l.Rate > StrictSecondMaxRate {
+		return wamux.Errorf(wamux.EInvalid, "strict_second needs a rate of at most %d", StrictSecondMaxRate)
+	}
 	faults := s.cfg.Faults
 	if n.Faults != nil {
 		faults = *n.Faults
@@ -118,6 +121,9 @@ func (s *Server) AddNumber(n Number) error {
 		old.mu.Lock()
 		nb.tat, nb.pairs, nb.rng, nb.st, nb.msgs = old.tat, old.pairs, old.rng, old.st, old.msgs
 		nb.windows, nb.pruneAt, nb.windowPruneAt = old.windows, old.pruneAt, old.windowPruneAt
+		if len(old.second) == len(nb.second) {
+			nb.second, nb.secondNext = old.second, old.secondNext
+		}
 		old.mu.Unlock()
 	}
 	s.numbers[n.PhoneNumberID] = nb

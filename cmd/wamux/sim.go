@@ -68,6 +68,7 @@ func simFlags(stderr io.Writer) (*flag.FlagSet, *simOptions) {
 
 	fs.Float64Var(&c.Limits.Rate, "rate", sim.RateDefault, "throughput limit per number in messages/s (excess → 130429)")
 	fs.IntVar(&c.Limits.Burst, "burst", 0, "messages a number may send at once (default: one second's worth of --rate)")
+	fs.BoolVar(&c.Limits.StrictSecond, "strict-second", false, "also refuse (130429) a message that would make more than --rate in any one second, as a provider counting every one-second window")
 	fs.DurationVar(&c.Limits.PairInterval, "pair-interval", sim.PairIntervalDefault, "sustained spacing of messages to one recipient (excess → 131056)")
 	fs.IntVar(&c.Limits.PairBurst, "pair-burst", sim.PairBurstDefault, "messages to one recipient allowed within 6 s; a burst borrows future quota (n messages: nothing more until n×pair-interval after the first)")
 
@@ -116,6 +117,7 @@ func simFlags(stderr io.Writer) (*flag.FlagSet, *simOptions) {
 	fs.DurationVar(&f.RetryAfter, "retry-after", 0, "add a Retry-After header of this duration to rate-limit and injected errors (0: none, as Meta)")
 	fs.DurationVar(&f.Latency.Min, "latency-min", 0, "shortest added latency of every answer")
 	fs.DurationVar(&f.Latency.Max, "latency-max", 0, "longest added latency of every answer")
+	fs.DurationVar(&f.Jitter, "jitter", 0, "hold every request a random time up to this long before it is counted against the limits (network jitter on the way in)")
 	fs.Float64Var(&f.WebhookDuplicate, "fault-dup-webhook", 0, "probability that a status webhook is sent twice")
 	fs.Float64Var(&f.WebhookReorder, "fault-reorder-webhook", 0, "probability that a message's statuses arrive in reverse order (read before delivered, sent last)")
 	fs.Float64Var(&f.Paced, "fault-paced", 0, "probability that a template send is paced: answered \"message_status\":\"held_for_quality_assessment\" (still accepted, counted against the limits), its statuses held for --paced-hold")
