@@ -43,15 +43,10 @@ func (systemClock) AfterFunc(d time.Duration, f func()) func() bool {
 	return time.AfterFunc(d, f).Stop
 }
 
-// MaxInflightDefault bounds concurrent provider calls per account; it
-// matters when the provider stalls. An account whose rate is higher may
-// have one second of its rate in flight (at most maxInflightCap), so that
-// slow calls do not cap its rate.
+// MaxInflightDefault is the least number of provider calls an account may
+// have running; an account whose rate and provider latency need more
+// may have more (see inflightBound), up to MaxInflightCap.
 const MaxInflightDefault = 64
-
-// maxInflightCap bounds the in-flight calls of an account whatever its
-// rate: one second of the Cloud API's highest throughput (reference §3).
-const maxInflightCap = 1000
 
 // Config builds a Dispatcher. Store, Provider, Settings, Logger and
 // Registry are required.
@@ -64,9 +59,9 @@ type Config struct {
 	// Clock defaults to the wall clock; the limiters and reorder buffers
 	// use it too, so a test can move them all.
 	Clock wamux.Clock
-	// MaxInflight bounds concurrent provider calls per account; an
-	// account whose rate_per_sec is higher may have that many (at most
-	// 1,000), one second of its rate.
+	// MaxInflight is the least number of concurrent provider calls an
+	// account may have; one whose rate and provider latency need more
+	// may have twice rate × latency, up to MaxInflightCap.
 	MaxInflight int
 }
 

@@ -42,9 +42,10 @@ func (p *slowRoundTrip) Send(ctx context.Context, dest cloudapi.Destination, msg
 
 // TestInflightBoundKeepsUpWithTheRate: an account at the Cloud API's
 // highest throughput (1,000/s) whose calls take 100 ms needs 100 of them
-// in flight to use its rate. The bound of 64 calls per account capped it
-// at 640/s whatever the rate; it is now one second of the account's rate
-// when that is more.
+// in flight to use its rate. A bound of 64 calls per account would cap it
+// at 640/s whatever the rate; before any call is timed the bound assumes
+// calls of a second (TestInflightBoundFollowsLatency shows it following
+// them).
 func TestInflightBoundKeepsUpWithTheRate(t *testing.T) {
 	clk := fakeclock.New() // frozen: the burst alone lets all 100 go
 	const n = 100

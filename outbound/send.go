@@ -53,7 +53,9 @@ func (w *worker) send(it *item) (action, time.Duration) {
 		it.resendCounted = true
 	}
 	acct := w.snapshotAccount()
+	began := w.d.clock.Now()
 	res := w.d.provider.Send(w.d.sendCtx, cloudapi.DestinationOf(acct), it.msg)
+	w.latency.observe(w.d.clock.Now().Sub(began))
 	if res.Outcome != cloudapi.Accepted {
 		// An acceptance is counted once its wamid is stored or refused
 		// (accepted).

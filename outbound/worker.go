@@ -2,7 +2,6 @@ package outbound
 
 import (
 	"context"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +61,8 @@ type worker struct {
 	win      window
 	buf      *sequence.Buffer[wamux.Message]
 	inflight int
+	// latency times the provider calls, for maxInflight.
+	latency callLatency
 	// calls mirrors inflight for readers outside run (tests): attempts
 	// launched and not yet completed.
 	calls    atomic.Int32
@@ -685,14 +686,6 @@ func (w *worker) startHead(p int, now time.Time, s settings.Values, gate ratelim
 	w.q.popReady(p)
 	w.launch(r, it, w.send)
 	return time.Time{}, false
-}
-
-// maxInflight is how many provider calls the account may have running:
-// the dispatcher's bound, or one second of the account's rate when that is
-// more, so that calls slower than the bound allows do not cap the rate.
-func (w *worker) maxInflight(a wamux.Account) int {
-	rate, _ := limitFor(a)
-	return max(w.d.maxIn, int(math.Ceil(min(rate, maxInflightCap))))
 }
 
 // compensateDisabled looks, on a disabled account, for a status that
