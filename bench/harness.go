@@ -159,16 +159,18 @@ func Start(ctx context.Context, cfg HarnessConfig) (*Harness, error) {
 func (h *Harness) Registry() *prometheus.Registry { return h.App.Registry() }
 
 // AddAccount registers a number with the simulator (Meta's limits) and
-// creates the account in the gateway (its own limits).
+// creates the account in the gateway (its own limits; a burst of 0 leaves
+// it to the API's default).
 func (h *Harness) AddAccount(ctx context.Context, id, pnid string, rate float64, burst int, simLimits sim.Limits) error {
 	token := "tok-" + randomHex(12)
 	if err := h.Sim.AddNumber(sim.Number{PhoneNumberID: pnid, AccessToken: token, Limits: simLimits}); err != nil {
 		return err
 	}
-	return h.Do(ctx, "POST", "/v1/accounts", map[string]any{
-		"id": id, "phone_number_id": pnid, "access_token": token, "base_url": h.SimURL,
-		"rate_per_sec": rate, "burst": burst,
-	}, nil)
+	body := map[string]any{"id": id, "phone_number_id": pnid, "access_token": token, "base_url": h.SimURL, "rate_per_sec": rate}
+	if burst > 0 {
+		body["burst"] = burst
+	}
+	return h.Do(ctx, "POST", "/v1/accounts", body, nil)
 }
 
 // Do sends one API request and decodes a 2xx answer into out.

@@ -30,6 +30,12 @@ type OutboundConfig struct {
 	Load  float64
 	Seed  uint64
 	Store string
+	// Burst is the accounts' burst; 0 creates them without one, with
+	// the API's default.
+	Burst int
+	// StrictSecond makes the simulator refuse a message that would make
+	// more than Rate in any one second (sim.Limits.StrictSecond).
+	StrictSecond bool
 	// Progress, when set, is called about once a second while waiting.
 	Progress func(accepted, total int64)
 }
@@ -47,6 +53,8 @@ type OutboundReport struct {
 	Accounts             int                `json:"accounts"`
 	Load                 float64            `json:"load,omitempty"`
 	RatePerAccount       float64            `json:"rate_per_account"`
+	Burst                int                `json:"burst"`
+	StrictSecond         bool               `json:"strict_second"`
 	DurationSec          float64            `json:"duration_sec"`
 	Submitted            int                `json:"submitted"`
 	Accepted             int64              `json:"accepted"`
@@ -90,7 +98,10 @@ func RunOutbound(ctx context.Context, cfg OutboundConfig) (OutboundReport, error
 	}
 	h, err := Start(ctx, HarnessConfig{
 		Store: cfg.Store,
-		Sim:   sim.Config{Seed: cfg.Seed, Faults: cfg.Faults, Webhooks: sim.Webhooks{BatchSize: 100, Concurrency: 16, Delay: sim.Range{Min: 10 * time.Millisecond, Max: 100 * time.Millisecond}}},
+		// Room for the simulator's latency and jitter above the default:
+		// a timeout is an unknown outcome, resent after the quiet period.
+		ClientTimeout: 2*time.Second + cfg.Faults.Latency.Max + cfg.Faults.Jitter,
+		Sim:           sim.Config{Seed: cfg.Seed, Faults: cfg.Faults, Webhooks: sim.Webhooks{BatchSize: 100, Concurrency: 16, Delay: sim.Range{Min: 10 * time.Millisecond, Max: 100 * time.Millisecond}}},
 		// The production quiet period (30 s): when the machine is
 		// overloaded, the simulator's webhook POSTs time out and are
 		// redelivered with backoff, as Meta's are, and a shorter quiet
@@ -102,13 +113,20 @@ func RunOutbound(ctx context.Context, cfg OutboundConfig) (OutboundReport, error
 	}
 	defer h.Close()
 
-	burst := max(1, int(cfg.Rate/10))
 	rng := rand.New(rand.NewPCG(cfg.Seed, 7))
+	burst := 0
 	for a := 0; a < cfg.Accounts; a++ {
 		id, pnid := outboundAccount(a)
-		if err := h.AddAccount(ctx, id, pnid, cfg.Rate, burst, sim.Limits{Rate: cfg.Rate}); err != nil {
+		if err := h.AddAccount(ctx, id, pnid, cfg.Rate, cfg.Burst, sim.Limits{Rate: cfg.Rate, StrictSecond: cfg.StrictSecond}); err != nil {
 			return OutboundReport{}, err
 		}
+		var acct struct {
+			Burst int `json:"burst"`
+		}
+		if err := h.Do(ctx, "GET", "/v1/accounts/"+id, nil, &acct); err != nil {
+			return OutboundReport{}, err
+		}
+		burst = acct.Burst
 	}
 	all := outboundWorkload(cfg, rng)
 
@@ -313,8 +331,9 @@ func waitOutboundAccepted(ctx context.Context, cfg OutboundConfig, h *Harness, t
 func outboundReport(cfg OutboundConfig, h *Harness, sent map[string]sentMsg, start time.Time, burst int) OutboundReport {
 	st := h.Sim.Stats()
 	rep := OutboundReport{
-		Accounts: cfg.Accounts, Load: cfg.Load, RatePerAccount: cfg.Rate, DurationSec: cfg.Duration.Seconds(),
-		Submitted: len(sent), Accepted: st.Totals.Accepted, OverLimit: st.Totals.OverLimit,
+		Accounts: cfg.Accounts, Load: cfg.Load, RatePerAccount: cfg.Rate, Burst: burst, StrictSecond: cfg.StrictSecond,
+		DurationSec: cfg.Duration.Seconds(),
+		Submitted:   len(sent), Accepted: st.Totals.Accepted, OverLimit: st.Totals.OverLimit,
 		Provider429: st.Totals.Rejected[130429], DuplicatesAtProvider: st.Totals.Duplicates,
 		Latency: map[string]Latency{},
 	}

@@ -22,6 +22,10 @@ func runBenchOutbound(ctx context.Context, args []string, stdout, stderr io.Writ
 	duration := fs.Duration("duration", 10*time.Second, "how long the traffic would take at full rate")
 	load := fs.Float64("load", 1, "clients offer this fraction of the accounts' capacity for the duration (1: every account at its rate; 1.2: sustained overload; 0.5: latency below capacity; 0: everything submitted at once, a submission flood)")
 	faults := fs.String("faults", "", "simulator faults, e.g. 5xx=0.01,reset=0.005,slow=0.002,dup_webhook=0.1,reorder=0.1")
+	latency := fs.String("latency", "", "the simulator answers each send this long after counting it: a duration (150ms) or a uniform range (150ms-400ms)")
+	jitter := fs.Duration("jitter", 0, "the simulator holds each send a uniform draw up to this long before counting it (network jitter)")
+	burst := fs.Int("burst", 0, "the accounts' burst (0: created without one, with the API's default)")
+	strict := fs.Bool("strict-second", true, "the simulator refuses a message that would make more than --rate in any one second (false: its bucket alone, --rate with a burst of one second's worth)")
 	seed := fs.Uint64("seed", 1, "seed for traffic and simulator draws")
 	store := fs.String("store", "sqlite", `"sqlite" or a PostgreSQL URL`)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
@@ -45,7 +49,16 @@ func runBenchOutbound(ctx context.Context, args []string, stdout, stderr io.Writ
 		fmt.Fprintf(stderr, "wamux bench outbound: %v\n", err)
 		return 2
 	}
-	cfg := bench.OutboundConfig{Accounts: *accounts, Rate: *rate, Duration: *duration, Faults: f, Load: *load, Seed: *seed, Store: *store}
+	if f.Latency, err = parseLatency(*latency); err != nil || *jitter < 0 || *burst < 0 {
+		if err == nil {
+			err = fmt.Errorf("--jitter and --burst must not be negative")
+		}
+		fmt.Fprintf(stderr, "wamux bench outbound: %v\n", err)
+		return 2
+	}
+	f.Jitter = *jitter
+	cfg := bench.OutboundConfig{Accounts: *accounts, Rate: *rate, Duration: *duration, Faults: f, Load: *load, Seed: *seed, Store: *store,
+		Burst: *burst, StrictSecond: *strict}
 	if !*asJSON {
 		cfg.Progress = func(acc, total int64) { fmt.Fprintf(stderr, "accepted %d/%d\n", acc, total) }
 	}
@@ -60,8 +73,8 @@ func runBenchOutbound(ctx context.Context, args []string, stdout, stderr io.Writ
 		enc.Encode(rep)
 		return 0
 	}
-	fmt.Fprintf(stdout, "accounts %d × %.0f/s for %s: submitted %d, accepted %d in %.1fs\n",
-		rep.Accounts, rep.RatePerAccount, *duration, rep.Submitted, rep.Accepted, rep.ElapsedSec)
+	fmt.Fprintf(stdout, "accounts %d × %.0f/s (burst %d, strict second %v) for %s: submitted %d, accepted %d in %.1fs\n",
+		rep.Accounts, rep.RatePerAccount, rep.Burst, rep.StrictSecond, *duration, rep.Submitted, rep.Accepted, rep.ElapsedSec)
 	fmt.Fprintf(stdout, "utilization %.3f  429s %d (%.4f)  avg attempts %.3f  duplicates %d  order violations %d  over limit %d  retries %.0f  resends %.0f\n",
 		rep.Utilization, rep.Provider429, rep.Rate429, rep.AvgAttempts, rep.DuplicatesAtProvider, rep.OrderViolations, rep.OverLimit, rep.Retries, rep.Resends)
 	for _, p := range []string{"P0", "P1", "P2"} {
@@ -104,4 +117,22 @@ func parseFaults(s string) (sim.Faults, error) {
 		}
 	}
 	return f, nil
+}
+
+// parseLatency reads "150ms" or "150ms-400ms" into a simulator latency
+// range; "" is none.
+func parseLatency(s string) (sim.Range, error) {
+	if s == "" {
+		return sim.Range{}, nil
+	}
+	lo, hi, isRange := strings.Cut(s, "-")
+	minD, err := time.ParseDuration(lo)
+	maxD := minD
+	if err == nil && isRange {
+		maxD, err = time.ParseDuration(hi)
+	}
+	if err != nil || minD < 0 || maxD < minD {
+		return sim.Range{}, fmt.Errorf("--latency %q: want a duration (150ms) or a range (150ms-400ms)", s)
+	}
+	return sim.Range{Min: minD, Max: maxD}, nil
 }
