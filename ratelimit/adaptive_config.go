@@ -30,9 +30,12 @@ const (
 	// already in flight, and is not counted again.
 	DefaultThrottleHold = time.Second
 	// DefaultCooldownAfter counted throttles, each within
-	// DefaultThrottleWindow of the previous one, start a cooldown.
+	// DefaultThrottleWindow of the previous one, start a cooldown. The
+	// window is short: throttles that keep coming although each took 10 %
+	// off the rate mean an overload; one now and then (a request that
+	// arrived early) is paid for by its step down.
 	DefaultCooldownAfter  = 3
-	DefaultThrottleWindow = 30 * time.Second
+	DefaultThrottleWindow = 3 * time.Second
 	// DefaultCooldownMin and DefaultCooldownMax bound the cooldown, which
 	// doubles from one cooldown to the next.
 	DefaultCooldownMin = 30 * time.Second
