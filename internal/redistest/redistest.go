@@ -1,6 +1,7 @@
 // Package redistest connects tests to the real redis-server named by
-// WAMUX_TEST_REDIS (make test sets redis://127.0.0.1:6379/0), each test
-// under a key prefix of its own that is deleted when it ends.
+// WAMUX_TEST_REDIS (a redis:// URL or host:port; make test sets
+// redis://127.0.0.1:6379/0), each test under a key prefix of its own that
+// is deleted when it ends.
 package redistest
 
 import (
@@ -8,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,9 +28,13 @@ func Client(t testing.TB) (*redis.Client, string) {
 	if url == "" {
 		t.Skip(Env + " is empty: no Redis to test against")
 	}
-	opt, err := redis.ParseURL(url)
-	if err != nil {
-		t.Fatalf("%s: %v", Env, err)
+	// A redis:// URL, or a bare host:port as .ci/run gives it.
+	opt := &redis.Options{Addr: url}
+	if strings.Contains(url, "://") {
+		var err error
+		if opt, err = redis.ParseURL(url); err != nil {
+			t.Fatalf("%s: %v", Env, err)
+		}
 	}
 	rdb := redis.NewClient(opt)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
