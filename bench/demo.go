@@ -170,7 +170,10 @@ func setupDemoAccounts(ctx context.Context, h *Harness, accounts []demoAccount) 
 		}
 	}
 	promo := demoFaults()
-	promo.Codes = map[int]float64{130429: 0.02}
+	// 5 % of its sends: often enough that three throttles, each within
+	// the limiter's 3 s of the last, start a cooldown in the first
+	// minute, as an account Meta keeps throttling would.
+	promo.Codes = map[int]float64{130429: 0.05}
 	// Meta paces some marketing templates (held_for_quality_assessment):
 	// their statuses come late, or never for a dropped one.
 	promo.Paced, promo.PacedHold, promo.PacedDrop = 0.3, 10*time.Second, 0.2
