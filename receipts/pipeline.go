@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"math"
 	"sync"
@@ -558,9 +557,7 @@ func (p *Pipeline) dispatch(ctx context.Context, ids []int64, rs []wamux.Receipt
 // partitionOf maps an account to its partition: one account is always
 // processed by the same partition, so its receipts never race each other.
 func (p *Pipeline) partitionOf(accountID string) int {
-	h := fnv.New32a()
-	h.Write([]byte(accountID))
-	return int(h.Sum32() % uint32(len(p.parts)))
+	return wamux.PartitionOf(accountID, len(p.parts))
 }
 
 func keyOf(r wamux.Receipt) store.ReceiptKey {
