@@ -61,9 +61,13 @@ type Config struct {
 	// Store is "sqlite" (embedded) or a PostgreSQL URL (postgres://…).
 	Store string `yaml:"store"`
 	// Kafka and Redis are the cluster backends (seed brokers, address);
-	// empty means in-process.
+	// empty means in-process. Cluster mode takes both and a PostgreSQL
+	// Store, or none of them (Validate).
 	Kafka string `yaml:"kafka"`
 	Redis string `yaml:"redis"`
+	// NodeID names this node among the cluster's (account ownership,
+	// logs); empty: the host name. Unused in embedded mode.
+	NodeID string `yaml:"node_id"`
 	// APIKeys authenticate /v1 (Authorization: Bearer <key>): each a key,
 	// optionally with scopes after a colon joined by '+' ("k2:send",
 	// "k3:read+send"; see internal/apikey); without scopes a key has all.
@@ -171,6 +175,9 @@ func (c Config) Validate() error {
 	if c.Store == "sqlite" && c.DataDir == "" {
 		return errors.New("data_dir must not be empty with the sqlite store")
 	}
+	if err := c.checkCluster(); err != nil {
+		return err
+	}
 	if l, err := baseurl.Parse(c.ProviderBaseURLs); err != nil {
 		return fmt.Errorf("provider_base_urls: %w", err)
 	} else if l.Len() == 0 {
@@ -205,6 +212,52 @@ func (c Config) Validate() error {
 	for _, k := range keys {
 		if len(k.Secret) < 8 {
 			return errors.New("every API key must be at least 8 characters")
+		}
+	}
+	return nil
+}
+
+// Cluster reports whether c runs in cluster mode: Kafka, Redis and a
+// PostgreSQL store, all three (Validate refuses a part of them).
+func (c Config) Cluster() bool {
+	return c.Kafka != "" && c.Redis != "" && c.Store != "sqlite"
+}
+
+// nodeIDPattern is what a node id may hold: it appears in the store, in
+// logs and in metrics labels.
+var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+// checkCluster refuses a part of cluster mode: Kafka without Redis, either
+// without a shared PostgreSQL store, or one of them with the embedded store
+// a second node could never share.
+func (c Config) checkCluster() error {
+	if c.NodeID != "" && !nodeIDPattern.MatchString(c.NodeID) {
+		return fmt.Errorf("node_id must be 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit, got %q", c.NodeID)
+	}
+	if c.Kafka == "" && c.Redis == "" {
+		return nil
+	}
+	var missing []string
+	if c.Store == "sqlite" {
+		missing = append(missing, "--store postgres://…")
+	}
+	if c.Kafka == "" {
+		missing = append(missing, "--kafka")
+	}
+	if c.Redis == "" {
+		missing = append(missing, "--redis")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("cluster mode takes --store postgres://…, --kafka and --redis together (or none of them); missing %s", strings.Join(missing, ", "))
+	}
+	for _, b := range splitList(c.Kafka) {
+		if _, port, err := net.SplitHostPort(b); err != nil || port == "" {
+			return fmt.Errorf("kafka must be comma-separated host:port seed brokers, got %q", b)
+		}
+	}
+	if !strings.HasPrefix(c.Redis, "redis://") && !strings.HasPrefix(c.Redis, "rediss://") {
+		if _, port, err := net.SplitHostPort(c.Redis); err != nil || port == "" {
+			return fmt.Errorf("redis must be host:port or a redis:// URL, got %q", redactURL(c.Redis))
 		}
 	}
 	return nil
@@ -256,6 +309,7 @@ type serveFlags struct {
 	store        *string
 	kafka        *string
 	redis        *string
+	nodeID       *string
 	logFormat    *string
 	logLevel     *string
 	shutdown     *time.Duration
@@ -275,7 +329,8 @@ func parseFlags(args []string, out io.Writer) (*serveFlags, error) {
 		dataDir:    fs.String("data-dir", DataDirDefault, "directory for the embedded SQLite database"),
 		store:      fs.String("store", StoreDefault, `"sqlite" or a PostgreSQL URL (postgres://user@host:5432/db)`),
 		kafka:      fs.String("kafka", "", "Kafka seed brokers, comma-separated (cluster mode; empty: in-process streams)"),
-		redis:      fs.String("redis", "", "Redis address host:port (cluster mode; empty: in-process limiter)"),
+		redis:      fs.String("redis", "", "Redis address host:port or redis:// URL (cluster mode; empty: in-process limiter)"),
+		nodeID:     fs.String("node-id", "", "this node's name in the cluster (default: the host name)"),
 		logFormat:  fs.String("log-format", LogFormatDefault, "log format: text or json"),
 		logLevel:   fs.String("log-level", LogLevelDefault, "log level: debug, info, warn or error"),
 		shutdown:   fs.Duration("shutdown-timeout", ShutdownTimeoutDefault, "bound on draining in-flight work at shutdown"),
@@ -327,6 +382,8 @@ func (f *serveFlags) applyTo(c *Config) {
 			c.Kafka = *f.kafka
 		case "redis":
 			c.Redis = *f.redis
+		case "node-id":
+			c.NodeID = *f.nodeID
 		case "log-format":
 			c.LogFormat = *f.logFormat
 		case "log-level":
@@ -355,6 +412,7 @@ func applyEnv(c *Config, getenv func(string) string) error {
 	env("WAMUX_STORE", &c.Store)
 	env("WAMUX_KAFKA", &c.Kafka)
 	env("WAMUX_REDIS", &c.Redis)
+	env("WAMUX_NODE_ID", &c.NodeID)
 	env("WAMUX_APP_SECRET", &c.AppSecret)
 	env("WAMUX_VERIFY_TOKEN", &c.VerifyToken)
 	env("WAMUX_SECRET_KEY", &c.SecretKey)

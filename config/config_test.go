@@ -253,3 +253,44 @@ func TestRedactStorePasswordEndingAuthority(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterTakesAllThreeOrNone: Kafka, Redis and a PostgreSQL store
+// make cluster mode together; a part of them is refused at start with the
+// missing parts named, since a node on its own SQLite file or without the
+// shared limiter would break the fleet's guarantees silently.
+func TestClusterTakesAllThreeOrNone(t *testing.T) {
+	pg := "postgres://postgres@127.0.0.1:5432/test"
+	for _, tc := range []struct {
+		args    []string
+		wantErr string // "" accepts
+		cluster bool
+	}{
+		{nil, "", false},
+		{[]string{"--store", pg}, "", false},
+		{[]string{"--store", pg, "--kafka", "k1:9092,k2:9092", "--redis", "127.0.0.1:6379", "--node-id", "node-a"}, "", true},
+		{[]string{"--store", pg, "--kafka", "k1:9092", "--redis", "redis://:pw@r:6379/0"}, "", true},
+		{[]string{"--kafka", "k1:9092"}, "missing --store postgres://…, --redis", false},
+		{[]string{"--store", pg, "--redis", "r:6379"}, "missing --kafka", false},
+		{[]string{"--store", pg, "--kafka", "k1:9092"}, "missing --redis", false},
+		{[]string{"--store", pg, "--kafka", "k1", "--redis", "r:6379"}, "host:port seed brokers", false},
+		{[]string{"--store", pg, "--kafka", "k1:9092", "--redis", "nohost"}, "redis must be host:port", false},
+		{[]string{"--node-id", "bad name"}, "node_id must be", false},
+	} {
+		c, err := Load(tc.args, envOf(nil), io.Discard)
+		if tc.wantErr == "" {
+			if err != nil {
+				t.Errorf("%v: %v", tc.args, err)
+			} else if c.Cluster() != tc.cluster {
+				t.Errorf("%v: Cluster() = %v, want %v", tc.args, c.Cluster(), tc.cluster)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("%v: err = %v, want one containing %q", tc.args, err, tc.wantErr)
+		}
+	}
+	c, err := Load(nil, envOf(map[string]string{"WAMUX_NODE_ID": "n-2"}), io.Discard)
+	if err != nil || c.NodeID != "n-2" {
+		t.Errorf("WAMUX_NODE_ID: NodeID = %q, err %v", c.NodeID, err)
+	}
+}

@@ -194,6 +194,23 @@ var configSample = map[string]string{
 	"shutdown_timeout":       "7s",
 	"receipt_bloom_per_hour": "1234",
 	"max_connections":        "500",
+	"node_id":                "node-b",
+}
+
+// clusterCompanions are, for a key of cluster mode, the environment that
+// completes it (cluster mode takes a PostgreSQL store, Kafka and Redis
+// together), leaving the key itself to the channel under test.
+func clusterCompanions(key string) func(string) string {
+	all := map[string]string{"WAMUX_STORE": configSample["store"], "WAMUX_KAFKA": configSample["kafka"], "WAMUX_REDIS": configSample["redis"]}
+	switch key {
+	case "kafka":
+		delete(all, "WAMUX_KAFKA")
+	case "redis":
+		delete(all, "WAMUX_REDIS")
+	default:
+		return func(string) string { return "" }
+	}
+	return func(name string) string { return all[name] }
 }
 
 // configField renders the field of c that a YAML key fills, as the
@@ -232,6 +249,11 @@ func configField(c config.Config, key string) string {
 		return fmt.Sprint(c.ReceiptBloomPerHour)
 	case "max_connections":
 		return fmt.Sprint(c.MaxConnections)
+	case "node_id":
+		if c.NodeID == "" {
+			return "the host name"
+		}
+		return c.NodeID
 	case "settings":
 		if len(c.Settings) == 0 {
 			return ""
@@ -252,7 +274,6 @@ func TestConfigDocTable(t *testing.T) {
 		t.Fatalf("only %d rows in the configuration table of %s", len(rows), configDoc)
 	}
 	def := config.Default()
-	noEnv := func(string) string { return "" }
 	seen := map[string]bool{}
 	for _, r := range rows {
 		if len(r) != 5 {
@@ -261,6 +282,7 @@ func TestConfigDocTable(t *testing.T) {
 		}
 		key := strings.Trim(r[0], "`")
 		seen[key] = true
+		noEnv := clusterCompanions(key)
 		want := strings.Trim(r[3], "`")
 		if want == "empty" || want == "none" {
 			want = ""
@@ -301,7 +323,7 @@ func TestConfigDocTable(t *testing.T) {
 				if name == env {
 					return sample
 				}
-				return ""
+				return noEnv(name)
 			}
 			if c, err := config.Load(nil, getenv, io.Discard); err != nil || configField(c, key) != sample {
 				t.Errorf("environment %s=%s → %s %q, %v", env, sample, key, configField(c, key), err)
