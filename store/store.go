@@ -17,6 +17,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/wamux/wamux"
@@ -38,6 +39,57 @@ type Store interface {
 	EventStore
 	InboundStore
 	AdminAuditStore
+	FenceStore
+}
+
+// FenceStore keeps the partition leases that fence account work in
+// cluster mode: the node owning an account's partition
+// (wamux.PartitionOf) acquires it, which bumps the partition's epoch, and
+// carries that epoch as a Fence on the message updates it makes for the
+// account. A node that lost the partition, even one that has not noticed
+// yet, then has its fenced updates refused with ErrFenced.
+type FenceStore interface {
+	// AcquirePartition makes node the holder of partition and returns the
+	// partition's new epoch: one more than the last acquisition's, 1 for
+	// the first. Concurrent calls get distinct epochs; the one answered
+	// with the highest is the holder.
+	AcquirePartition(ctx context.Context, partition int, node string) (int64, error)
+	// PartitionEpoch returns the partition's current epoch, 0 when it was
+	// never acquired.
+	PartitionEpoch(ctx context.Context, partition int) (int64, error)
+}
+
+// Fence is the lease under which a node changes a message: the update
+// applies only while Partition is at Epoch, checked in the transaction
+// that writes it.
+type Fence struct {
+	Partition int
+	Epoch     int64
+}
+
+// ErrFenced is wrapped by the error of an update whose Fence is stale: the
+// partition was acquired again since (or never at that epoch). Nothing of
+// the update was written.
+var ErrFenced = errors.New("partition acquired under a newer epoch")
+
+// FencedError is the refusal of an update whose Fence is stale; it wraps
+// ErrFenced. Current is the partition's epoch the store found (0: never
+// acquired).
+func FencedError(msgID string, f Fence, current int64) error {
+	return fmt.Errorf("update message %q under partition %d epoch %d, now at epoch %d: %w",
+		msgID, f.Partition, f.Epoch, current, ErrFenced)
+}
+
+// ValidatePartition is the rule for a partition lease: a partition
+// number ≥ 0 and a node id.
+func ValidatePartition(partition int, node string) error {
+	if partition < 0 {
+		return wamux.Errorf(wamux.EInvalid, "partition %d is negative", partition)
+	}
+	if node == "" {
+		return wamux.Errorf(wamux.EInvalid, "a partition lease needs a node id")
+	}
+	return nil
 }
 
 // AdminAuditStore keeps the record of admin actions (GET /v1/audit).
@@ -137,7 +189,9 @@ type MessageStore interface {
 	GetMessageByWAMID(ctx context.Context, wamid string) (wamux.Message, error)
 	// UpdateMessage changes one message's lifecycle fields. When u.From is
 	// not empty the update applies only if the current status is one of
-	// them (compare-and-set) and reports false otherwise.
+	// them (compare-and-set) and reports false otherwise. When u.Fence is
+	// set and stale, it fails with an error wrapping ErrFenced, checked
+	// before anything else, and changes nothing.
 	// A wamid already used by another message → EConflict.
 	UpdateMessage(ctx context.Context, u MessageUpdate) (bool, error)
 	// ListMessages returns messages of one account (all accounts when
@@ -186,6 +240,9 @@ type MessageUpdate struct {
 	// AccountID moves the message to another account when non-empty
 	// (re-routing after its owner was disabled).
 	AccountID string
+	// Fence, when set, applies the update only while the fence's
+	// partition is at its epoch (FenceStore); nil updates unfenced.
+	Fence *Fence
 }
 
 // MessageFilter selects messages for ListMessages.
@@ -226,11 +283,15 @@ func ValidateSeqState(st SeqState) error {
 	return nil
 }
 
-// ValidateUpdates is the rule for message updates: each names its message.
+// ValidateUpdates is the rule for message updates: each names its
+// message, and a fence names a partition ≥ 0.
 func ValidateUpdates(us ...MessageUpdate) error {
 	for _, u := range us {
 		if u.MsgID == "" {
 			return wamux.Errorf(wamux.EInvalid, "update needs a msg_id")
+		}
+		if u.Fence != nil && u.Fence.Partition < 0 {
+			return wamux.Errorf(wamux.EInvalid, "update of %q is fenced by negative partition %d", u.MsgID, u.Fence.Partition)
 		}
 	}
 	return nil
@@ -379,7 +440,8 @@ type RoutingStore interface {
 	// decided (released → queued, late → held) and the account's new
 	// sequence state in one transaction, so that after a crash the stored
 	// NextSeq never disagrees with the stored statuses. Results are as
-	// UpdateMessage's, in input order; an error applies nothing.
+	// UpdateMessage's, in input order; an error applies nothing, a
+	// stale Fence of any update included (ErrFenced).
 	ApplySeq(ctx context.Context, s SeqState, updates []MessageUpdate) ([]bool, error)
 }
 

@@ -202,20 +202,26 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// updateMessageSQL is a message update without its fence (fencedSQL).
+const updateMessageSQL = `UPDATE messages SET
+		status     = COALESCE(NULLIF($1, ''), status),
+		wamid      = COALESCE(NULLIF($2, ''), wamid),
+		attempts   = attempts + $3,
+		last_error = COALESCE($4, last_error),
+		account_id = COALESCE(NULLIF($5, ''), account_id),
+		updated_at = $6
+	WHERE msg_id = $7 AND (cardinality($8::text[]) = 0 OR status = ANY($8::text[]))`
+
 func updateMessage(ctx context.Context, q querier, u store.MessageUpdate, now int64) (bool, error) {
 	from := make([]string, len(u.From))
 	for i, st := range u.From {
 		from[i] = string(st)
 	}
-	tag, err := q.Exec(ctx, `UPDATE messages SET
-			status     = COALESCE(NULLIF($1, ''), status),
-			wamid      = COALESCE(NULLIF($2, ''), wamid),
-			attempts   = attempts + $3,
-			last_error = COALESCE($4, last_error),
-			account_id = COALESCE(NULLIF($5, ''), account_id),
-			updated_at = $6
-		WHERE msg_id = $7 AND (cardinality($8::text[]) = 0 OR status = ANY($8::text[]))`,
-		string(u.Status), u.WAMID, int64(u.AttemptsDelta), u.LastError, u.AccountID, now, u.MsgID, from)
+	sql, args := updateMessageSQL, []any{string(u.Status), u.WAMID, int64(u.AttemptsDelta), u.LastError, u.AccountID, now, u.MsgID, from}
+	if u.Fence != nil {
+		sql, args = updateMessageSQL+fencedSQL, append(args, u.Fence.Partition, u.Fence.Epoch)
+	}
+	tag, err := q.Exec(ctx, sql, args...)
 	if isUnique(err) {
 		return false, wamux.Errorf(wamux.EConflict, "wamid or client_seq of message %q already used by another message", u.MsgID)
 	}
@@ -224,6 +230,11 @@ func updateMessage(ctx context.Context, q querier, u store.MessageUpdate, now in
 	}
 	if tag.RowsAffected() == 1 {
 		return true, nil
+	}
+	if u.Fence != nil {
+		if err := checkFence(ctx, q, u.MsgID, *u.Fence); err != nil {
+			return false, err
+		}
 	}
 	var one int
 	err = q.QueryRow(ctx, `SELECT 1 FROM messages WHERE msg_id = $1`, u.MsgID).Scan(&one)

@@ -206,10 +206,11 @@ func (s *Store) UpdateMessage(ctx context.Context, u store.MessageUpdate) (bool,
 // value, so a status change written as "wamid = COALESCE(?, wamid),
 // account_id = COALESCE(?, account_id)" also deleted and re-inserted the
 // message's wamid and (account, client_seq) entries, several times per
-// message. At most 2^5 statement texts exist; the writer caches them.
+// message. Per length of the precondition at most 2^6 statement texts
+// exist (five optional columns, the fence); the writer caches them.
 func updateMessageTx(w *writeTx, u store.MessageUpdate, now int64) (bool, error) {
 	var q strings.Builder
-	args := make([]any, 0, 7+len(u.From))
+	args := make([]any, 0, 9+len(u.From))
 	q.WriteString(`UPDATE messages SET updated_at = ?`)
 	args = append(args, now)
 	if u.Status != "" {
@@ -249,6 +250,10 @@ func updateMessageTx(w *writeTx, u store.MessageUpdate, now int64) (bool, error)
 	if len(u.From) > 0 {
 		q.WriteString(`)`)
 	}
+	if u.Fence != nil {
+		q.WriteString(fencedSQL)
+		args = append(args, u.Fence.Partition, u.Fence.Epoch)
+	}
 	res, err := w.exec(q.String(), args...)
 	if isUnique(err) {
 		return false, wamux.Errorf(wamux.EConflict, "wamid or client_seq of message %q already used by another message", u.MsgID)
@@ -262,6 +267,11 @@ func updateMessageTx(w *writeTx, u store.MessageUpdate, now int64) (bool, error)
 	}
 	if n == 1 {
 		return true, nil
+	}
+	if u.Fence != nil {
+		if err := checkFence(w, u.MsgID, *u.Fence); err != nil {
+			return false, err
+		}
 	}
 	var one int
 	found, err := w.queryRow(`SELECT 1 FROM messages WHERE msg_id = ?`, []any{u.MsgID}, &one)

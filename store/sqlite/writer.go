@@ -3,11 +3,13 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"runtime"
 	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/store"
 )
 
 // request is one caller's write: fn runs inside the shared transaction and
@@ -255,10 +257,9 @@ func (s *Store) commitBatch(w *writeTx, batch []*request, errs []error) []error 
 				continue
 			}
 			errs[i] = err
-			if wamux.ErrorCode(err) == wamux.EInternal || wamux.ErrorCode(err) == wamux.EUnavailable {
-				// Not a statement-level refusal (a constraint, a missing
-				// row): SQLite may have rolled back the transaction, so
-				// give up on the whole batch.
+			if !refusal(err) {
+				// SQLite may have rolled back the transaction, so give up
+				// on the whole batch.
 				return fail(err)
 			}
 			continue
@@ -283,6 +284,17 @@ func (s *Store) commitBatch(w *writeTx, batch []*request, errs []error) []error 
 	}
 	w.txDone(true)
 	return errs
+}
+
+// refusal reports whether a one-statement request's error is a refusal
+// its statement made without changing anything (a constraint, a missing
+// row, a stale fence) rather than a failure of the transaction.
+func refusal(err error) bool {
+	if errors.Is(err, store.ErrFenced) {
+		return true
+	}
+	code := wamux.ErrorCode(err)
+	return code != wamux.EInternal && code != wamux.EUnavailable
 }
 
 // runSafely keeps a panicking request from killing the writer and with it

@@ -46,6 +46,7 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("AdminAudit", func(t *testing.T) { testAdminAudit(t, newStore(t)) })
 	t.Run("Queue", func(t *testing.T) { testQueue(t, newStore(t)) })
 	t.Run("QueueLarge", func(t *testing.T) { testQueueLarge(t, newStore(t)) })
+	t.Run("Fence", func(t *testing.T) { testFence(t, newStore) })
 }
 
 func ctx(t *testing.T) context.Context { return t.Context() }
