@@ -63,6 +63,10 @@ type Config struct {
 	// account may have; one whose rate and provider latency need more
 	// may have twice rate × latency, up to MaxInflightCap.
 	MaxInflight int
+	// Pairs paces recipients; nil builds an in-process
+	// ratelimit.PairLimiter. The dispatcher sets its policy from the
+	// settings pair_interval and pair_burst.
+	Pairs ratelimit.Pairs
 }
 
 // Dispatcher takes admitted messages to the provider: reorder buffer,
@@ -78,7 +82,7 @@ type Dispatcher struct {
 	metrics  *metrics
 	admit    *admission
 	limiter  *ratelimit.Adaptive
-	pairs    *ratelimit.PairLimiter
+	pairs    ratelimit.Pairs
 	maxIn    int
 	// throttles logs the provider's throttle answers.
 	throttles throttleLog
@@ -134,7 +138,12 @@ func New(cfg Config) (*Dispatcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbound: adaptive limiter: %w", err)
 	}
-	pairs, err := ratelimit.NewPairLimiter(ratelimit.PairConfig{Clock: cfg.Clock, Interval: s.PairInterval, Burst: s.PairBurst})
+	pairs := cfg.Pairs
+	if pairs == nil {
+		pairs, err = ratelimit.NewPairLimiter(ratelimit.PairConfig{Clock: cfg.Clock, Interval: s.PairInterval, Burst: s.PairBurst})
+	} else {
+		err = pairs.SetPolicy(s.PairInterval, s.PairBurst)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("outbound: pair limiter: %w", err)
 	}

@@ -192,7 +192,9 @@ func (w *worker) pairLimited(it *item, res cloudapi.Result, s settings.Values) (
 	d := w.d
 	d.metrics.throttled.WithLabelValues(w.id, throttleCodeLabel(res.Code)).Inc()
 	d.metrics.retries.WithLabelValues(w.id, "pair_limit").Inc()
-	d.pairs.OnPairLimited(w.id, it.msg.To)
+	if err := d.pairs.OnPairLimited(context.Background(), w.id, it.msg.To); err != nil {
+		d.log.Error("record pair limit", "account_id", w.id, "err", err)
+	}
 	d.throttles.note(d.log, d.clock.Now(), s.CooldownMin, w.id, res)
 	w.requeue(it, res.Reason, -1)
 	// Meta's advice for 131056: wait 4^X seconds, X the hits so far.

@@ -10,7 +10,8 @@
 //	gate := ratelimit.Gate{Accounts: accounts, Pairs: pairs}
 //
 // and asks gate.Admit before each send. Every limiter takes an injected
-// Clock, so tests move time instead of sleeping. The Limiter interface is the
-// boundary a Redis implementation also satisfies; both must pass the
-// conformance suite in ratelimit/ratelimittest.
+// Clock, so tests move time instead of sleeping. The Limiter and Pairs
+// interfaces are the boundaries the Redis implementations (redislimit)
+// also satisfy; both kinds pass the conformance suites in
+// ratelimit/ratelimittest.
 package ratelimit

@@ -10,7 +10,7 @@ import (
 // the account's bucket.
 type Gate struct {
 	Accounts Limiter
-	Pairs    *PairLimiter
+	Pairs    Pairs
 }
 
 // Admission is the answer to "may I send this message now?".
@@ -29,7 +29,11 @@ type Admission struct {
 // account; two concurrent Admits for the same pair could both pass the pair
 // check (both sends are still recorded, pushing the pair's next send back).
 func (g Gate) Admit(ctx context.Context, accountID, recipient string) (Admission, error) {
-	if w := g.Pairs.Wait(accountID, recipient); w > 0 {
+	w, err := g.Pairs.Wait(ctx, accountID, recipient)
+	if err != nil {
+		return Admission{}, fmt.Errorf("admit send for %s: %w", accountID, err)
+	}
+	if w > 0 {
 		return Admission{Wait: w, PairLimited: true}, nil
 	}
 	ok, wait, err := g.Accounts.Reserve(ctx, accountID, 1)
@@ -39,6 +43,8 @@ func (g Gate) Admit(ctx context.Context, accountID, recipient string) (Admission
 	if !ok {
 		return Admission{Wait: wait}, nil
 	}
-	g.Pairs.Take(accountID, recipient)
+	if err := g.Pairs.Take(ctx, accountID, recipient); err != nil {
+		return Admission{}, fmt.Errorf("admit send for %s: %w", accountID, err)
+	}
 	return Admission{OK: true}, nil
 }

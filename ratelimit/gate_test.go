@@ -40,7 +40,7 @@ func TestGateChargesOnlyWhenBothAllow(t *testing.T) {
 	if err != nil || ad.OK || ad.PairLimited || ad.Wait != time.Second {
 		t.Fatalf("Admit to r3 with an empty account = %+v, %v; want account wait 1s", ad, err)
 	}
-	if w := g.Pairs.Wait("a", "r3"); w != 0 {
-		t.Fatalf("r3's pair wait after an account refusal = %v, want 0 (not charged)", w)
+	if w, err := g.Pairs.Wait(ctx, "a", "r3"); err != nil || w != 0 {
+		t.Fatalf("r3's pair wait after an account refusal = %v, want 0 (not charged), err %v", w, err)
 	}
 }

@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -22,6 +23,31 @@ const (
 // minSweep is the map size below which the pair limiter never sweeps: a
 // small map costs nothing and sweeping it would be pure overhead.
 const minSweep = 1024
+
+// Pairs paces messages per (account, recipient) pair as Meta's pair rate
+// limit does (see PairLimiter for the rule). PairLimiter keeps the pairs
+// in process; a shared implementation (redislimit.Pairs) lets several
+// nodes pace one pair together. Both pass ratelimittest.RunPairs.
+type Pairs interface {
+	// Wait reports how long until the pair may send; zero means now. It
+	// takes nothing.
+	Wait(ctx context.Context, accountID, recipient string) (time.Duration, error)
+	// Take records one message sent to the pair, even one sent early.
+	Take(ctx context.Context, accountID, recipient string) error
+	// Reserve takes one message for the pair if it may send now;
+	// otherwise it takes nothing and returns the wait.
+	Reserve(ctx context.Context, accountID, recipient string) (bool, time.Duration, error)
+	// OnPairLimited handles the provider's 131056 for the pair: its burst
+	// is over and it waits at least a full interval from now.
+	OnPairLimited(ctx context.Context, accountID, recipient string) error
+	// SetPolicy changes the interval and burst for every pair, effective
+	// for the next call; what pairs owe is kept.
+	SetPolicy(interval time.Duration, burst int) error
+	// Policy returns the current interval and burst.
+	Policy() (time.Duration, int)
+}
+
+var _ Pairs = (*PairLimiter)(nil)
 
 // PairConfig configures a PairLimiter.
 type PairConfig struct {
@@ -96,6 +122,12 @@ func NewPairLimiter(cfg PairConfig) (*PairLimiter, error) {
 	}, nil
 }
 
+// CheckPairPolicy reports an interval or burst out of bounds
+// (ErrInvalidLimit): the interval in (0, 1h], the burst in [1, 1000].
+func CheckPairPolicy(interval time.Duration, burst int) error {
+	return checkPairPolicy(interval, burst)
+}
+
 func checkPairPolicy(interval time.Duration, burst int) error {
 	if interval <= 0 || interval > time.Hour {
 		return fmt.Errorf("%w: pair interval %v not in (0, 1h]", ErrInvalidLimit, interval)
@@ -168,34 +200,35 @@ func (p *PairLimiter) sweep(now time.Time) {
 
 // Wait reports how long until the pair may send; zero means now. It takes
 // nothing.
-func (p *PairLimiter) Wait(accountID, recipient string) time.Duration {
+func (p *PairLimiter) Wait(_ context.Context, accountID, recipient string) (time.Duration, error) {
 	now := p.clock.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.wait(now, pairKey{accountID, recipient})
+	return p.wait(now, pairKey{accountID, recipient}), nil
 }
 
 // Take records one message sent to the pair. It records even an early send
 // (one made without asking), so the pair's next wait accounts for it.
-func (p *PairLimiter) Take(accountID, recipient string) {
+func (p *PairLimiter) Take(_ context.Context, accountID, recipient string) error {
 	now := p.clock.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.record(now, pairKey{accountID, recipient})
+	return nil
 }
 
 // Reserve takes one message for the pair if it may send now; otherwise it
 // takes nothing and returns the wait.
-func (p *PairLimiter) Reserve(accountID, recipient string) (bool, time.Duration) {
+func (p *PairLimiter) Reserve(_ context.Context, accountID, recipient string) (bool, time.Duration, error) {
 	now := p.clock.Now()
 	k := pairKey{accountID, recipient}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if w := p.wait(now, k); w > 0 {
-		return false, w
+		return false, w, nil
 	}
 	p.record(now, k)
-	return true, 0
+	return true, 0, nil
 }
 
 // OnPairLimited handles the provider's 131056 for the pair: its burst is
@@ -203,7 +236,7 @@ func (p *PairLimiter) Reserve(accountID, recipient string) (bool, time.Duration)
 // messages we cannot see (other senders, its own accounting), and its
 // answer beats our estimate; once the pair owes nothing it may burst
 // again (the dispatcher's retry also backs off 4^X s, as Meta advises).
-func (p *PairLimiter) OnPairLimited(accountID, recipient string) {
+func (p *PairLimiter) OnPairLimited(_ context.Context, accountID, recipient string) error {
 	now := p.clock.Now()
 	k := pairKey{accountID, recipient}
 	p.mu.Lock()
@@ -217,6 +250,7 @@ func (p *PairLimiter) OnPairLimited(accountID, recipient string) {
 		s.repaid = full
 	}
 	p.pairs[k] = s
+	return nil
 }
 
 // Len reports how many pairs are tracked (for tests and metrics).
