@@ -274,6 +274,9 @@ type Manager struct {
 
 	mu        sync.Mutex // serialises changes
 	listeners []func(old, next Values)
+	// peers, when shared (Share), tells the other nodes' Managers of each
+	// change.
+	peers atomic.Pointer[peers]
 }
 
 // Load reads the stored settings over the defaults. A stored key this
@@ -284,6 +287,15 @@ func Load(ctx context.Context, st Store, log *slog.Logger) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load settings: %w", err)
 	}
+	v := fromStored(stored, log)
+	m := &Manager{store: st, log: log}
+	m.cur.Store(&v)
+	return m, nil
+}
+
+// fromStored applies stored settings over the defaults; a key that does
+// not apply is logged and ignored.
+func fromStored(stored map[string]string, log *slog.Logger) Values {
 	// The stored keys were validated together (backoff_base with
 	// backoff_cap, cooldown_min with cooldown_max), so they are applied
 	// together; only when that fails are they taken one at a time, each
@@ -311,9 +323,7 @@ func Load(ctx context.Context, st Store, log *slog.Logger) (*Manager, error) {
 			log.Warn("ignoring stored setting", "key", k, "err", err)
 		}
 	}
-	m := &Manager{store: st, log: log}
-	m.cur.Store(&v)
-	return m, nil
+	return v
 }
 
 // Current returns the snapshot in force; cheap enough for every loop.
@@ -346,9 +356,17 @@ func (m *Manager) Update(ctx context.Context, changes map[string]string) (Values
 	if err := m.store.PutSettings(ctx, toStore); err != nil {
 		return old, fmt.Errorf("store settings: %w", err)
 	}
+	m.swap(ctx, old, next, sortedKeys(toStore))
+	m.tellPeers(ctx)
+	return next, nil
+}
+
+// swap puts next in force, logs the keys among keys that changed and
+// calls the listeners. The caller holds mu.
+func (m *Manager) swap(ctx context.Context, old, next Values, keys []string) {
 	m.cur.Store(&next)
-	oldMap := old.Map()
-	for _, k := range sortedKeys(toStore) {
+	oldMap, canon := old.Map(), next.Map()
+	for _, k := range keys {
 		if oldMap[k] != canon[k] {
 			m.log.InfoContext(ctx, "setting changed", "key", k, "old", oldMap[k], "new", canon[k])
 		}
@@ -356,5 +374,4 @@ func (m *Manager) Update(ctx context.Context, changes map[string]string) (Values
 	for _, fn := range m.listeners {
 		fn(old, next)
 	}
-	return next, nil
 }

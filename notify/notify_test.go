@@ -1,0 +1,16 @@
+package notify_test
+
+import (
+	"testing"
+
+	"github.com/wamux/wamux/notify"
+	"github.com/wamux/wamux/notify/notifytest"
+)
+
+func TestLocalConformance(t *testing.T) {
+	notifytest.Run(t, func(t *testing.T) notify.Notifier {
+		l := notify.NewLocal()
+		t.Cleanup(l.Close)
+		return l
+	}, notifytest.Options{})
+}
