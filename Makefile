@@ -14,7 +14,7 @@ export WAMUX_TEST_POSTGRES
 WAMUX_TEST_REDIS ?= redis://127.0.0.1:6379/0
 export WAMUX_TEST_REDIS
 
-.PHONY: test fmt-check vet staticcheck unit fuzz fuzz-short build bench chaos
+.PHONY: test fmt-check vet staticcheck unit fuzz fuzz-short build bench chaos test-cluster
 
 test: fmt-check vet staticcheck unit fuzz-short
 
@@ -41,6 +41,13 @@ unit:
 
 build:
 	$(GO) build -o wamux ./cmd/wamux
+
+# The cluster-mode packages (streams on Kafka through an in-process kfake
+# cluster), under the race detector. They stay fast enough to run in make
+# test as well; this target runs them alone.
+CLUSTER_PKGS ?= ./stream/...
+test-cluster:
+	$(GO) test -race -count=1 $(CLUSTER_PKGS)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

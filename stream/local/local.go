@@ -229,6 +229,9 @@ func (l *Log) Commit(ctx context.Context, partition int32, offset int64) error {
 	if partition < 0 || int(partition) >= l.cfg.Partitions {
 		return wamux.Errorf(wamux.EInvalid, "stream/local: partition %d out of range", partition)
 	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("stream/local: commit partition %d: %w", partition, err)
+	}
 	l.ownMu.RLock()
 	defer l.ownMu.RUnlock()
 	if l.owner[partition] == nil {
