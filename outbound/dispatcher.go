@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/ownership"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/ratelimit"
 	"github.com/wamux/wamux/settings"
@@ -67,6 +68,11 @@ type Config struct {
 	// ratelimit.PairLimiter. The dispatcher sets its policy from the
 	// settings pair_interval and pair_burst.
 	Pairs ratelimit.Pairs
+	// Ownership says which accounts this node sends for, and fences the
+	// writes around each provider call (queued → sending, sending → its
+	// outcome) with the account's lease; an account it does not hold is
+	// not worked on. nil: every account, unfenced.
+	Ownership ownership.Ownership
 }
 
 // Dispatcher takes admitted messages to the provider: reorder buffer,
@@ -83,6 +89,8 @@ type Dispatcher struct {
 	admit    *admission
 	limiter  *ratelimit.Adaptive
 	pairs    ratelimit.Pairs
+	own      ownership.Ownership
+	unwatch  func() // ends the watch of own (Start)
 	maxIn    int
 	// throttles logs the provider's throttle answers.
 	throttles throttleLog
@@ -148,6 +156,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		return nil, fmt.Errorf("outbound: pair limiter: %w", err)
 	}
 	d := &Dispatcher{
+		own:      cfg.Ownership,
 		store:    cfg.Store,
 		provider: cfg.Provider,
 		settings: cfg.Settings,
@@ -200,11 +209,7 @@ func (d *Dispatcher) settingsChanged(old, next settings.Values) {
 			d.log.Error("apply pair settings", "err", err)
 		}
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, w := range d.workers {
-		w.kick()
-	}
+	d.kickAll()
 }
 
 // Start recovers the state a previous process left and starts one worker
@@ -251,8 +256,22 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		d.cancel()
 		return err
 	}
+	if d.own != nil {
+		// A worker of an account no longer held stops at its next round,
+		// and one held again resumes.
+		d.unwatch = d.own.Watch(func(ownership.Change) { d.kickAll() })
+	}
 	d.running = true
 	return nil
+}
+
+// kickAll wakes every worker.
+func (d *Dispatcher) kickAll() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, w := range d.workers {
+		w.kick()
+	}
 }
 
 // repairOwners makes the account holding a recipient's routed messages its
@@ -363,6 +382,9 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 	}
 	d.running = false
 	d.cancel()
+	if d.unwatch != nil {
+		d.unwatch()
+	}
 	d.mu.Unlock()
 	done := make(chan struct{})
 	go func() { d.wg.Wait(); close(done) }()

@@ -16,6 +16,7 @@ import (
 	"github.com/wamux/wamux/internal/fakeclock"
 	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/outbound"
+	"github.com/wamux/wamux/ownership"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/settings"
 	"github.com/wamux/wamux/sim"
@@ -38,6 +39,7 @@ type env struct {
 	reg      *prometheus.Registry
 	dbPath   string
 	log      *slog.Logger
+	own      ownership.Ownership
 }
 
 type envOpts struct {
@@ -53,6 +55,9 @@ type envOpts struct {
 	logger *slog.Logger
 	// store replaces the SQLite store at dbPath.
 	store store.Store
+	// ownership builds the dispatcher's Ownership over the store; nil:
+	// none.
+	ownership func(store.Store) ownership.Ownership
 }
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -120,6 +125,9 @@ func newEnv(t *testing.T, o envOpts) *env {
 		t.Fatal(err)
 	}
 	e.settings = set
+	if o.ownership != nil {
+		e.own = o.ownership(st)
+	}
 	e.start()
 	return e
 }
@@ -128,7 +136,7 @@ func (e *env) start() {
 	e.t.Helper()
 	e.reg = prometheus.NewRegistry()
 	d, err := outbound.New(outbound.Config{Store: e.dstore, Provider: e.provider, Settings: e.settings,
-		Logger: e.log, Registry: e.reg, Clock: e.clock})
+		Logger: e.log, Registry: e.reg, Clock: e.clock, Ownership: e.own})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -2,12 +2,14 @@ package outbound
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
 	"time"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/ownership"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/settings"
 	"github.com/wamux/wamux/store"
@@ -82,9 +84,18 @@ func (w *worker) markSending(it *item) (act action, delay time.Duration, ok bool
 			attempt = 0
 		}
 	}
+	u := store.MessageUpdate{MsgID: it.msg.ID, From: from, Status: wamux.StatusSending, AttemptsDelta: attempt}
+	lease, ok := w.fence(&u)
+	if !ok {
+		return actRetry, 0, false
+	}
 	ctx, cancel := bg()
-	updated, err := w.d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: it.msg.ID, From: from, Status: wamux.StatusSending, AttemptsDelta: attempt})
+	updated, err := w.d.store.UpdateMessage(ctx, u)
 	cancel()
+	if errors.Is(err, store.ErrFenced) {
+		w.fenced(lease, it.msg.ID, err)
+		return actRetry, 0, false
+	}
 	if err != nil {
 		w.d.log.Error("store sending status", "account_id", w.id, "msg_id", it.msg.ID, "err", err)
 		it.maybeSending = true
@@ -410,6 +421,10 @@ const (
 // error) or when the dispatcher abandons its calls (Stop's bound ran out):
 // the message then stays sending, which the next Start makes unknown.
 func (w *worker) record(u store.MessageUpdate) (bool, error) {
+	lease, held := w.fence(&u)
+	if !held {
+		return false, fmt.Errorf("store %s outcome: account %s is not held by this node: %w", u.Status, w.id, store.ErrFenced)
+	}
 	delay := recordRetryBase
 	for {
 		ctx, cancel := bg()
@@ -417,6 +432,10 @@ func (w *worker) record(u store.MessageUpdate) (bool, error) {
 		cancel()
 		if err == nil {
 			return ok, nil
+		}
+		if errors.Is(err, store.ErrFenced) {
+			w.fenced(lease, u.MsgID, err)
+			return false, err
 		}
 		if c := wamux.ErrorCode(err); c != wamux.EInternal && c != wamux.EUnavailable {
 			return false, err
@@ -520,4 +539,35 @@ func (w *worker) disable(reason string) {
 	w.d.accounts[w.id] = a
 	w.d.mu.Unlock()
 	w.setAccount(a)
+}
+
+// held reports whether this node works on the account now (always
+// without an Ownership).
+func (w *worker) held() bool {
+	if w.d.own == nil {
+		return true
+	}
+	_, ok := w.d.own.Lease(w.id)
+	return ok
+}
+
+// fence puts the account's lease on u and returns it; ok is false when
+// this node does not hold the account (u must not be written).
+func (w *worker) fence(u *store.MessageUpdate) (lease ownership.Lease, ok bool) {
+	if w.d.own == nil {
+		return ownership.Lease{}, true
+	}
+	if lease, ok = w.d.own.Lease(w.id); ok {
+		u.Fence = lease.Fence()
+	}
+	return lease, ok
+}
+
+// fenced handles the store's refusal of a write under lease: another
+// node acquired the account's partition, so this one drops it and stops
+// working on its accounts; the message is the new holder's to send.
+func (w *worker) fenced(lease ownership.Lease, msgID string, err error) {
+	w.d.log.Warn("another node holds the account's partition; this node stops sending for it",
+		"account_id", w.id, "msg_id", msgID, "partition", lease.Partition, "epoch", lease.Epoch, "err", err)
+	w.d.own.Fenced(lease)
 }

@@ -614,6 +614,11 @@ func (w *worker) shed(m wamux.Message, reason string) {
 func (w *worker) dispatch() time.Time {
 	now := w.d.clock.Now()
 	next := w.q.promote(now)
+	if !w.held() {
+		// Another node works on the account; Watch wakes this one if it
+		// gets the account back.
+		return time.Time{}
+	}
 	acct := w.snapshotAccount()
 	switch acct.State {
 	case wamux.AccountDisabled:
