@@ -99,6 +99,11 @@ func (cfg BloomConfig) parameters() (m, k uint, err error) {
 	return m, k, nil
 }
 
+// Parameters returns the bits of each hourly filter and the number of
+// hash functions, with the defaults filled in, or the configuration's
+// error; a filter kept elsewhere (receipts/redisbloom) sizes itself alike.
+func (cfg BloomConfig) Parameters() (m, k uint, err error) { return cfg.parameters() }
+
 // MemoryBytes is what a filter of this configuration allocates at its
 // first Add (0 for an invalid one), so an operator sizing it for a larger
 // volume sees the price before it is paid.

@@ -90,7 +90,7 @@ func (b *Bloom) Dedup(ctx context.Context, keys []store.ReceiptKey, callback []b
 		return nil, st, fmt.Errorf("receipts: dedup of %d keys: %w", len(keys), err)
 	}
 	if callback != nil && len(callback) != len(keys) {
-		return nil, st, fmt.Errorf("receipts: dedup of %d keys with %d callback flags", len(keys), len(callback))
+		return nil, st, errCallbackFlags(len(keys), len(callback))
 	}
 	on := b.Enabled()
 	hour := hourOf(b.now())
@@ -214,4 +214,12 @@ func confirmKeys(ctx context.Context, confirm Confirmer, callback bool, keys []s
 		}
 	}
 	return nil
+}
+
+func errCallbackFlags(keys, flags int) error {
+	return fmt.Errorf("receipts: dedup of %d keys with %d callback flags", keys, flags)
+}
+
+func errFilterAnswer(asked, got int) error {
+	return fmt.Errorf("receipts: asked the Bloom filter about %d items, it answered %d", asked, got)
 }

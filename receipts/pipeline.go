@@ -98,7 +98,11 @@ type Config struct {
 	ReloadPage int
 	LRU        LRUConfig
 	Bloom      BloomConfig
-	Retry      RetryConfig
+	// BloomFilter, when set, holds L2 instead of an in-process Bloom
+	// (receipts/redisbloom: one filter for every node); Bloom.Now and
+	// Bloom.Disabled still apply.
+	BloomFilter Filter
+	Retry       RetryConfig
 	// OnInbound, when set, is given the number of new inbound messages of
 	// an account that Meta counted against the number's throughput just
 	// now (timestamp within InboundChargeWindow of Now), so the sender can
@@ -166,7 +170,7 @@ type Pipeline struct {
 	// (batchMin); tests replace them.
 	busy      func() float64
 	appendGap time.Duration
-	bloom     *Bloom
+	bloom     Dedupper
 	m         *metrics
 	c         counters
 	parts     []*partition
@@ -204,8 +208,10 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.Settings != nil {
 		cfg.Bloom.Disabled = !cfg.Settings.Current().Bloom
 	}
-	bloom, err := NewBloom(cfg.Bloom)
-	if err != nil {
+	var bloom Dedupper
+	if cfg.BloomFilter != nil {
+		bloom = NewFilterDedup(cfg.BloomFilter, cfg.Bloom.Now, cfg.Logger, !cfg.Bloom.Disabled)
+	} else if bloom, err = NewBloom(cfg.Bloom); err != nil {
 		return nil, err
 	}
 	m, err := newMetrics(cfg.Registry)
