@@ -10,7 +10,8 @@ STATICCHECK_VERSION := v0.8.2
 # server does not answer. Override to point elsewhere; empty it to skip.
 WAMUX_TEST_POSTGRES ?= postgres://postgres@127.0.0.1:5432/test
 export WAMUX_TEST_POSTGRES
-# The same for the Redis tests (ratelimit/redislimit), on a real redis-server.
+# The same for the Redis tests (ratelimit/redislimit, receipts/redisbloom,
+# notify/redisnotify), on a real redis-server.
 WAMUX_TEST_REDIS ?= redis://127.0.0.1:6379/0
 export WAMUX_TEST_REDIS
 
@@ -43,9 +44,11 @@ build:
 	$(GO) build -o wamux ./cmd/wamux
 
 # The cluster-mode packages (streams on Kafka through an in-process kfake
-# cluster), under the race detector. They stay fast enough to run in make
-# test as well; this target runs them alone.
-CLUSTER_PKGS ?= ./stream/...
+# cluster; limiters, pair limits, app pause, receipt Bloom and settings
+# fan-out on the real redis-server of WAMUX_TEST_REDIS), under the race
+# detector. They stay fast enough to run in make test as well; this target
+# runs them alone.
+CLUSTER_PKGS ?= ./stream/... ./ratelimit/redislimit/... ./receipts/redisbloom/... ./notify/...
 test-cluster:
 	$(GO) test -race -count=1 $(CLUSTER_PKGS)
 
