@@ -8,6 +8,8 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -90,6 +92,16 @@ type Config struct {
 	ProviderBaseURLs baseurl.List
 	// Clock times the per-key request buckets; the wall clock when nil.
 	Clock wamux.Clock
+	// ReadyChecks are what /readyz asks besides the store (cluster mode:
+	// Kafka, Redis), each by name; all must answer for 200.
+	ReadyChecks []ReadyCheck
+}
+
+// ReadyCheck is one dependency /readyz asks: Ping returns nil when it
+// answers within ctx.
+type ReadyCheck struct {
+	Name string
+	Ping func(ctx context.Context) error
 }
 
 // Server serves the HTTP API.
@@ -108,6 +120,7 @@ type Server struct {
 	events       Events
 	readMarker   ReadMarker
 	baseURLs     baseurl.List
+	readyChecks  []ReadyCheck
 	handler      http.Handler
 	// patterns are the routes registered, in order, so a test can walk
 	// every one of them (export_test.go) and none is left unchecked.
@@ -147,6 +160,7 @@ func New(cfg Config) (*Server, error) {
 		metrics:      m,
 		registry:     cfg.Registry,
 		storeTimeout: cfg.StoreTimeout,
+		readyChecks:  cfg.ReadyChecks,
 		outbound:     cfg.Outbound,
 		settings:     cfg.Settings,
 		events:       cfg.Events,
@@ -219,15 +233,36 @@ func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	if err := s.store.Ping(ctx); err != nil {
-		s.logger(r).Warn("readiness: store does not answer", "err", err)
+	checks := append([]ReadyCheck{{Name: "store", Ping: s.store.Ping}}, s.readyChecks...)
+	errs := make([]error, len(checks))
+	var wg sync.WaitGroup
+	for i, c := range checks {
+		wg.Go(func() { errs[i] = c.Ping(ctx) })
+	}
+	wg.Wait()
+	status := make(map[string]string, len(checks))
+	var down []string
+	for i, c := range checks {
+		status[c.Name] = "ok"
+		if errs[i] != nil {
+			s.logger(r).Warn("readiness: "+c.Name+" does not answer", "err", errs[i])
+			status[c.Name] = "unavailable"
+			down = append(down, c.Name)
+		}
+	}
+	if len(down) > 0 {
+		verb := " does not answer"
+		if len(down) > 1 {
+			verb = " do not answer"
+		}
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{
 			"status": "unavailable",
-			"error":  errorBody{Code: "unavailable", Message: "store does not answer", RequestID: requestID(r.Context())},
+			"checks": status,
+			"error":  errorBody{Code: "unavailable", Message: strings.Join(down, ", ") + verb, RequestID: requestID(r.Context())},
 		})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "checks": status})
 }
 
 type wallClock struct{}
