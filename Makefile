@@ -43,14 +43,15 @@ unit:
 build:
 	$(GO) build -o wamux ./cmd/wamux
 
-# The cluster-mode packages (streams on Kafka through an in-process kfake
-# cluster; limiters, pair limits, app pause, receipt Bloom and settings
-# fan-out on the real redis-server of WAMUX_TEST_REDIS), under the race
-# detector. They stay fast enough to run in make test as well; this target
-# runs them alone.
+# The cluster-mode tests (streams on Kafka through an in-process kfake
+# cluster, the receipt pipeline in stream mode; limiters, pair limits, app
+# pause, receipt Bloom and settings fan-out on the real redis-server of
+# WAMUX_TEST_REDIS), under the race detector. They stay fast enough to run
+# in make test as well; this target runs them alone.
 CLUSTER_PKGS ?= ./stream/... ./ratelimit/redislimit/... ./receipts/redisbloom/... ./notify/...
 test-cluster:
 	$(GO) test -race -count=1 $(CLUSTER_PKGS)
+	$(GO) test -race -count=1 -run 'StreamMode' ./receipts
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

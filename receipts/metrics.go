@@ -53,7 +53,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "wamux_receipts_late_total", Help: "Out-of-order receipts past the late window, kept in the audit table instead of merged.",
 		}, []string{"account"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "wamux_receipts_failures_total", Help: "Pipeline failures by reason (store_retry, store_unavailable, poison).",
+			Name: "wamux_receipts_failures_total", Help: "Pipeline failures by reason (store_retry, store_unavailable, poison, stream).",
 		}, []string{"reason"}),
 		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wamux_dead_letters_total", Help: "Input kept as a dead letter instead of processed, by source and reason.",

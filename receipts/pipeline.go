@@ -15,6 +15,7 @@ import (
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/settings"
 	"github.com/wamux/wamux/store"
+	"github.com/wamux/wamux/stream"
 )
 
 // Defaults of Config.
@@ -110,6 +111,13 @@ type Config struct {
 	// It is called after the messages are stored; an error is logged and
 	// changes nothing else.
 	OnInbound func(ctx context.Context, accountID string, n int) error
+	// Stream, when set, is the receipt log (cluster mode, streamed.go):
+	// Ingest appends to it, and the pipeline processes the partitions its
+	// consumer group assigns this node; Partitions is then the stream's.
+	// Unset, the log is the store's (PipelineStore), processed in process.
+	// Flush waits for the receipts this node ingested to be processed
+	// here, which needs this node to hold their partitions.
+	Stream stream.Log
 	// Observer, when set, is told about every receipt a batch processed
 	// (the benchmark counts applies per receipt with it). It runs on the
 	// partition's goroutine and must be quick.
@@ -196,6 +204,9 @@ type Pipeline struct {
 func New(cfg Config) (*Pipeline, error) {
 	if cfg.Store == nil || cfg.Registry == nil {
 		return nil, errors.New("receipts: pipeline needs a Store and a Registry")
+	}
+	if cfg.Stream != nil {
+		cfg.Partitions = cfg.Stream.Partitions()
 	}
 	cfg.setDefaults()
 	lru, err := NewLRU(cfg.LRU)
@@ -288,12 +299,18 @@ func (p *Pipeline) applySettings(v settings.Values) {
 // before the first Ingest. With apply_state off the backlog waits in the
 // log like new receipts do, and is merged once apply_state is on again:
 // "later" holds across a restart, which an operator who paused merging
-// because the store is struggling counts on.
+// because the store is struggling counts on. In stream mode it joins the
+// stream's consumer group instead (streamed.go).
 func (p *Pipeline) Start(ctx context.Context) error {
 	if p.started.Swap(true) {
 		return errors.New("receipts: pipeline already started")
 	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
+	if p.cfg.Stream != nil {
+		p.wg.Add(1)
+		go p.runConsumer()
+		return nil
+	}
 	if p.paused.Load() {
 		// The backlog ends at the last id stored now: every later append
 		// gets a higher one. It must be known before the first append
@@ -521,7 +538,11 @@ func (p *Pipeline) Ingest(ctx context.Context, source string, rs []wamux.Receipt
 	if len(keep) == 0 {
 		return res, nil
 	}
-	if err := p.append(ctx, keep); err != nil {
+	appendLog := p.append
+	if p.cfg.Stream != nil {
+		appendLog = p.appendStreamed
+	}
+	if err := appendLog(ctx, keep); err != nil {
 		return IngestResult{}, fmt.Errorf("receipts: ingest %d receipts: %w", len(keep), err)
 	}
 	res.Accepted = len(keep)

@@ -20,6 +20,8 @@ type batchRun struct {
 	now        time.Time
 	lateWindow time.Duration
 	remerge    bool
+	// stored counts the candidates L3 found stored already.
+	stored int
 }
 
 // process takes one batch of logged receipts of one partition (part -1:
@@ -29,28 +31,34 @@ type batchRun struct {
 // stored (see recover). Store failures are retried (bounded); an error
 // means the batch is still in the log and may be processed again.
 func (p *Pipeline) process(ctx context.Context, part int, batch []store.LoggedReceipt, remerge bool) error {
+	_, err := p.processRun(ctx, part, batch, remerge)
+	return err
+}
+
+// processRun is process, returning the batch's run for what it found.
+func (p *Pipeline) processRun(ctx context.Context, part int, batch []store.LoggedReceipt, remerge bool) (*batchRun, error) {
 	b := p.newBatchRun(batch, remerge)
 	if part >= 0 {
 		p.parts[part].lag.Set(max(0, time.Since(oldestReceived(batch)).Seconds()))
 	}
 	if !remerge {
 		if err := p.dedupBloom(ctx, b); err != nil {
-			return err
+			return b, err
 		}
 	}
 	b.cand = b.candidates()
 	if len(b.cand) == 0 {
-		return nil
+		return b, nil
 	}
 	fresh, err := p.storeAndMerge(ctx, b)
 	if err != nil {
-		return err
+		return b, err
 	}
 	if err := p.recordDecisions(ctx, b, fresh); err != nil {
-		return err
+		return b, err
 	}
 	p.observeProcessed(b)
-	return nil
+	return b, nil
 }
 
 func (p *Pipeline) newBatchRun(batch []store.LoggedReceipt, remerge bool) *batchRun {
@@ -185,6 +193,9 @@ func (p *Pipeline) recordDecisions(ctx context.Context, b *batchRun, fresh []boo
 	var late []store.LateReceipt
 	l3 := 0
 	for j, i := range b.cand {
+		if !fresh[j] {
+			b.stored++
+		}
 		if !fresh[j] && !b.remerge {
 			b.dupLayer[i] = LayerStore
 			l3++
