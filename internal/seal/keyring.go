@@ -3,6 +3,7 @@ package seal
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hkdf"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -38,6 +39,7 @@ var (
 // keys, never their bytes.
 type Keyring struct {
 	entries []entry
+	prk     []byte // HKDF-Extract of the first key, for Derive
 }
 
 type entry struct {
@@ -71,7 +73,13 @@ func New(keys ...[]byte) (*Keyring, error) {
 		}
 		entries[i] = entry{id: keyID(key), aead: aead}
 	}
-	return &Keyring{entries: entries}, nil
+	// The pseudorandom key Derive expands, so the keyring keeps no copy
+	// of the raw key.
+	prk, err := hkdf.Extract(sha256.New, keys[0], nil)
+	if err != nil {
+		return nil, fmt.Errorf("seal: key 1: %w", err)
+	}
+	return &Keyring{entries: entries, prk: prk}, nil
 }
 
 // keyID is the first 8 hex digits of the SHA-256 of key.

@@ -1,6 +1,7 @@
 package redislimit
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -13,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/internal/seal"
 	"github.com/wamux/wamux/ratelimit"
 )
 
@@ -33,8 +35,7 @@ type PairsConfig struct {
 	// RecipientKey keys the HMAC that names a recipient in Redis, so that
 	// no phone number is stored there and a leaked key space cannot be
 	// reversed by hashing every number. Every node must be given the same
-	// key; empty uses a fixed one, which hides numbers from a casual
-	// reader only.
+	// key: RecipientKey derives it from the secret key. Required.
 	RecipientKey []byte
 }
 
@@ -57,8 +58,21 @@ type Pairs struct {
 
 var _ ratelimit.Pairs = (*Pairs)(nil)
 
-// defaultRecipientKey names recipients when no key is configured.
-var defaultRecipientKey = []byte("wamux pair recipient")
+// RecipientKeyInfo is the HKDF purpose of the recipient key.
+const RecipientKeyInfo = "wamux pair recipient"
+
+// RecipientKey derives PairsConfig.RecipientKey from the keyring of the
+// secret key (WAMUX_SECRET_KEY): nodes configured with the same first key
+// name a recipient alike. A key rotation renames every pair, so for at
+// most one burst's debt (Burst×Interval) a pair's messages before the
+// rotation are not counted against it.
+func RecipientKey(keys *seal.Keyring) ([]byte, error) {
+	k, err := keys.Derive(RecipientKeyInfo, sha256.Size)
+	if err != nil {
+		return nil, fmt.Errorf("redislimit: recipient key: %w", err)
+	}
+	return k, nil
+}
 
 // NewPairs builds a shared pair limiter. It does not contact Redis.
 func NewPairs(cfg PairsConfig) (*Pairs, error) {
@@ -78,9 +92,9 @@ func NewPairs(cfg PairsConfig) (*Pairs, error) {
 		return nil, fmt.Errorf("redislimit: %w", err)
 	}
 	if len(cfg.RecipientKey) == 0 {
-		cfg.RecipientKey = defaultRecipientKey
+		return nil, errors.New("redislimit: no recipient key (see RecipientKey)")
 	}
-	return &Pairs{rdb: cfg.Client, prefix: cfg.Prefix, clock: cfg.Clock, mac: cfg.RecipientKey,
+	return &Pairs{rdb: cfg.Client, prefix: cfg.Prefix, clock: cfg.Clock, mac: bytes.Clone(cfg.RecipientKey),
 		interval: cfg.Interval, burst: cfg.Burst}, nil
 }
 

@@ -8,7 +8,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wamux/wamux"
+	"github.com/wamux/wamux/internal/fakeclock"
 	"github.com/wamux/wamux/internal/redistest"
+	"github.com/wamux/wamux/internal/seal"
 	"github.com/wamux/wamux/ratelimit"
 	"github.com/wamux/wamux/ratelimit/ratelimittest"
 	"github.com/wamux/wamux/ratelimit/redislimit"
@@ -16,7 +18,28 @@ import (
 
 func newPairsOn(t *testing.T, rdb *redis.Client, prefix string, clk wamux.Clock, interval time.Duration, burst int) *redislimit.Pairs {
 	t.Helper()
-	p, err := redislimit.NewPairs(redislimit.PairsConfig{Client: rdb, Prefix: prefix, Clock: clk, Interval: interval, Burst: burst})
+	return newPairsKeyed(t, rdb, prefix, clk, interval, burst, testSecret)
+}
+
+// testSecret is a WAMUX_SECRET_KEY value: the base64 of 32 bytes.
+const testSecret = "c2VjcmV0IGtleSBvZiB0aGUgcGFpciB0ZXN0cyEhISE="
+
+func newPairsKeyed(t *testing.T, rdb *redis.Client, prefix string, clk wamux.Clock, interval time.Duration, burst int, secret string) *redislimit.Pairs {
+	t.Helper()
+	keys, err := seal.ParseKeys(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, err := seal.New(keys...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rk, err := redislimit.RecipientKey(ring)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := redislimit.NewPairs(redislimit.PairsConfig{Client: rdb, Prefix: prefix, Clock: clk,
+		Interval: interval, Burst: burst, RecipientKey: rk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,3 +91,36 @@ func TestPairKeysHideRecipients(t *testing.T) {
 		t.Fatalf("second send at once: ok=%v wait=%v err=%v; want refused within the interval", ok, w, err)
 	}
 }
+
+// TestPairsNeedARecipientKey: without a key NewPairs refuses to build,
+// rather than naming recipients by a key anyone can read in the source.
+func TestPairsNeedARecipientKey(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { rdb.Close() })
+	if _, err := redislimit.NewPairs(redislimit.PairsConfig{Client: rdb}); err == nil {
+		t.Fatal("NewPairs without RecipientKey succeeded")
+	}
+}
+
+// TestRecipientKeyFromTheSecretKey: nodes given one secret key name a
+// recipient alike and so pace its pair together; a node with another
+// secret key names it otherwise.
+func TestRecipientKeyFromTheSecretKey(t *testing.T) {
+	rdb, prefix := redistest.Client(t)
+	clk := fakeclock.New()
+	const to = "15551234567"
+	a := newPairsKeyed(t, rdb, prefix, clk, 6*time.Second, 1, testSecret)
+	b := newPairsKeyed(t, rdb, prefix, clk, 6*time.Second, 1, testSecret+", "+otherSecret)
+	c := newPairsKeyed(t, rdb, prefix, clk, 6*time.Second, 1, otherSecret)
+	if ok, _, err := a.Reserve(t.Context(), "acc", to); err != nil || !ok {
+		t.Fatalf("first send: ok=%v err=%v", ok, err)
+	}
+	if w, err := b.Wait(t.Context(), "acc", to); err != nil || w != 6*time.Second {
+		t.Fatalf("a node with the same first key waits %v, %v; want the pair's 6s", w, err)
+	}
+	if w, err := c.Wait(t.Context(), "acc", to); err != nil || w != 0 {
+		t.Fatalf("a node with another key waits %v, %v; want 0 (another name)", w, err)
+	}
+}
+
+const otherSecret = "YW5vdGhlciBzZWNyZXQga2V5IG9mIHRoZSB0ZXN0cyE="
