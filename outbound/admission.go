@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sort"
 	"sync"
 	"time"
 
@@ -100,29 +101,19 @@ func (d *Dispatcher) admitBatch(ctx context.Context, b *routedBatch, results []S
 		}
 		rates[m.AccountID], _ = limitFor(a)
 	}
-	backlogs, globalQueued := d.backlogs()
+	loads, resident, waiting := d.loads()
 	d.admit.mu.Lock()
-	taken := map[string]int{}
-	global := globalQueued + d.admit.total
+	pass := &admitPass{settings: s, rates: rates, loads: loads, reserved: d.admit.reserved,
+		global: resident + d.admit.total, globalWaiting: waiting, taken: map[string]int{}, next: map[string]int64{}}
 	var refused []int // positions in b.toInsert
 	errs := map[int]error{}
-	for j, m := range b.toInsert {
-		rate := rates[m.AccountID]
-		bd := accountBounds(s, rate)
-		queued := backlogs[m.AccountID] + d.admit.reserved[m.AccountID] + taken[m.AccountID]
-		if lim := limitOf(bd.depth, m.Priority); queued+1 > lim {
+	for _, j := range admitOrder(b.toInsert) {
+		if err := pass.admit(b.toInsert[j]); err != nil {
 			refused = append(refused, j)
-			errs[j] = queueFull(m.AccountID, bd.reason, queued+1-lim, rate)
-			continue
+			errs[j] = err
 		}
-		if lim := limitOf(bd.global, m.Priority); global+1 > lim {
-			refused = append(refused, j)
-			errs[j] = queueFull(m.AccountID, refusedMemory, global+1-lim, rate)
-			continue
-		}
-		taken[m.AccountID]++
-		global++
 	}
+	taken := pass.taken
 	for acc, n := range taken {
 		d.admit.reserved[acc] += n
 		d.admit.total += n
@@ -153,6 +144,80 @@ func (d *Dispatcher) admitBatch(ctx context.Context, b *routedBatch, results []S
 	}
 	b.toInsert, b.idx = keep, idx
 	return taken, nil
+}
+
+// admitPass is one batch's admission decisions, made under admission.mu.
+type admitPass struct {
+	settings      settings.Values
+	rates         map[string]float64
+	loads         map[string]accountLoad
+	reserved      map[string]int // admission.reserved
+	global        int            // messages in memory, reserved and taken, all accounts
+	globalWaiting int            // of global, those waiting in reorder buffers
+	taken         map[string]int // per account: admitted by this pass
+	// next is, per account, the highest seq a gap filler of this pass
+	// may have: NextSeq, then one more for each gap filler taken at it.
+	next map[string]int64
+}
+
+// admit takes m, or returns the refusal that keeps it out. A gap filler
+// (see admitOrder) meets the bounds without the messages waiting in
+// reorder buffers, so that however many wait, the seq they wait for gets
+// in once the queue proper has drained below the bound; every other
+// message meets them with those counted.
+func (p *admitPass) admit(m wamux.Message) error {
+	acc := m.AccountID
+	rate := p.rates[acc]
+	bd := accountBounds(p.settings, rate)
+	ld := p.loads[acc]
+	filler := false
+	if p.settings.Ordering && m.ClientSeq > 0 {
+		if _, ok := p.next[acc]; !ok {
+			p.next[acc] = ld.nextSeq
+		}
+		filler = m.ClientSeq <= p.next[acc]
+	}
+	queued, inMemory := ld.queued+p.reserved[acc]+p.taken[acc], p.global
+	if filler {
+		inMemory -= p.globalWaiting
+	} else {
+		queued += ld.waiting
+	}
+	if lim := limitOf(bd.depth, m.Priority); queued+1 > lim {
+		return queueFull(acc, bd.reason, queued+1-lim, rate)
+	}
+	if lim := limitOf(bd.global, m.Priority); inMemory+1 > lim {
+		return queueFull(acc, refusedMemory, inMemory+1-lim, rate)
+	}
+	if filler && m.ClientSeq == p.next[acc] {
+		p.next[acc]++
+	}
+	p.taken[acc]++
+	p.global++
+	return nil
+}
+
+// admitOrder is the order admitBatch decides a batch in: messages without
+// a client_seq first, in batch order, then the others by client_seq.
+//
+// A gap filler is a message whose client_seq is at most the account's
+// NextSeq as last published, or the next seq after a gap filler admitted
+// before it in the same batch: it never waits in the reorder buffer, as
+// it is released on arrival, or is held or a duplicate (NextSeq only
+// grows, and every admitted seq below it reaches the buffer first, in its
+// intake or in the store). Deciding seqs in ascending order lets one batch
+// carry a whole run of them past a full buffer; a refused one ends the
+// run, so what follows it counts as waiting. The one run member that can
+// still fail to be stored, a msg_id taken by other content (409), leaves
+// the rest of its run waiting: at most one batch beyond the bound, since
+// a run only continues through seqs in its own batch.
+func admitOrder(msgs []wamux.Message) []int {
+	order := make([]int, len(msgs))
+	for j := range order {
+		order[j] = j
+	}
+	sort.SliceStable(order, func(a, b int) bool { return msgs[order[a]].ClientSeq < msgs[order[b]].ClientSeq })
+	return order
 }
 
 // refusal is an EQueueFull error that remembers its reason for the metric.
@@ -196,23 +261,32 @@ func (d *Dispatcher) releaseAdmitted(taken map[string]int) {
 	}
 }
 
-// backlogs returns each account's queued messages, in memory and in the
-// store, and the sum of those held in memory.
-func (d *Dispatcher) backlogs() (map[string]int, int) {
+// accountLoad is one account's messages as admission counts them.
+type accountLoad struct {
+	queued   int   // on their way to the provider: queued (in memory and in the store), in intake, released
+	waiting  int   // in the reorder buffer, behind a gap
+	resident int   // of queued and waiting, those held in memory
+	nextSeq  int64 // the reorder buffer's NextSeq at the worker's last round
+}
+
+// loads returns each account's load, the sum of the messages held in
+// memory and, of those, the ones waiting in reorder buffers.
+func (d *Dispatcher) loads() (map[string]accountLoad, int, int) {
 	d.mu.Lock()
 	ws := make([]*worker, 0, len(d.workers))
 	for _, w := range d.workers {
 		ws = append(ws, w)
 	}
 	d.mu.Unlock()
-	out := make(map[string]int, len(ws))
-	total := 0
+	out := make(map[string]accountLoad, len(ws))
+	resident, waiting := 0, 0
 	for _, w := range ws {
-		n, resident := w.queued()
-		out[w.id] = n
-		total += resident
+		ld := w.admissionLoad()
+		out[w.id] = ld
+		resident += ld.resident
+		waiting += ld.waiting
 	}
-	return out, total
+	return out, resident, waiting
 }
 
 // storedIDs reports which of the messages at positions js have a msg_id

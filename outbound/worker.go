@@ -38,12 +38,18 @@ type worker struct {
 	// adoptedStored counts per priority messages moved here in the store
 	// alone: the window loads them.
 	adoptedStored [3]int
-	// intaking and waitingSnap count, for admission, the messages intake
-	// took from the inbox before depthSnap shows them, and those in the
-	// reorder buffer at the last scheduling round.
-	intaking    int
-	waitingSnap int
-	wake        chan struct{}
+	// intaking, waitingSnap and unstoredSnap count, for admission, the
+	// messages intake took from the inbox before depthSnap shows them,
+	// those in the reorder buffer and those released by a sequencing
+	// step not yet stored, at the last scheduling round. nextSeqSnap is
+	// the buffer's NextSeq then: NextSeq only grows, so it is a lower
+	// bound of the one a message submitted now meets.
+	intaking     int
+	waitingSnap  int
+	unstoredSnap int
+	nextSeqSnap  int64
+
+	wake chan struct{}
 
 	done     chan completion
 	handoffs chan handoff       // a recipient moving to another account (routing)
@@ -112,6 +118,8 @@ func newWorker(d *Dispatcher, a wamux.Account) *worker {
 		exited:   make(chan struct{}),
 		q:        newQueues(),
 		buf:      sequence.NewBuffer[wamux.Message](a.ID, sequence.DefaultMaxSkipped),
+		// NextSeq of a fresh buffer; restore publishes the stored one.
+		nextSeqSnap: 1,
 	}
 }
 
@@ -154,14 +162,17 @@ func (w *worker) backlog() int {
 	return w.depthSnap[0] + w.depthSnap[1] + w.depthSnap[2] + len(w.inbox) + len(w.released)
 }
 
-// queued is what admission counts against the account's bounds: its
-// backlog, the messages intake holds, and those waiting for their seq.
-// resident is the part of it held in memory.
-func (w *worker) queued() (queued, resident int) {
+// admissionLoad is what admission counts against the account's bounds.
+func (w *worker) admissionLoad() accountLoad {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	n := w.depthSnap[0] + w.depthSnap[1] + w.depthSnap[2] + len(w.inbox) + len(w.released) + w.intaking + w.waitingSnap
-	return n, n - w.storeSnap
+	queued := w.depthSnap[0] + w.depthSnap[1] + w.depthSnap[2] + len(w.inbox) + len(w.released) + w.intaking + w.unstoredSnap
+	return accountLoad{
+		queued:   queued,
+		waiting:  w.waitingSnap,
+		resident: queued + w.waitingSnap - w.storeSnap,
+		nextSeq:  w.nextSeqSnap,
+	}
 }
 
 func (w *worker) submit(m wamux.Message) {
@@ -365,7 +376,8 @@ func (w *worker) publishDepth() time.Time {
 	}
 	w.mu.Lock()
 	w.depthSnap, w.storeSnap, w.peakSnap = depth, stored, w.q.peak
-	w.intaking, w.waitingSnap = 0, w.buf.Len()+len(w.unstored)
+	w.intaking, w.waitingSnap, w.unstoredSnap = 0, w.buf.Len(), len(w.unstored)
+	w.nextSeqSnap = w.buf.State().NextSeq
 	w.mu.Unlock()
 	m := w.d.metrics
 	for p := 0; p < 3; p++ {
