@@ -3,9 +3,11 @@ package outbound_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/admit"
+	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/sim"
 )
 
@@ -20,6 +22,12 @@ func TestDuplicateSubmitChangesNoRouting(t *testing.T) {
 	e.addAccount("b", "9402", 100, 10, sim.Limits{Rate: 1000})
 	to := "15559400001"
 	first := e.submit(textMsg(t, admit.Request{MsgID: "client-1", To: to}))[0].Message
+	// Sent before its account goes out of service: a message still queued
+	// there would move to the other account with its recipient, a move
+	// the evacuator makes, not the retry.
+	testwait.For(t, "the first message accepted", 10*time.Second, func() bool {
+		return e.status(first.ID) == wamux.StatusAccepted && e.d.AttemptsRunning(first.AccountID) == 0
+	})
 	ctx := context.Background()
 	acc, err := e.store.GetAccount(ctx, first.AccountID)
 	if err != nil {
