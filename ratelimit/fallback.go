@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,8 +33,9 @@ type FallbackConfig struct {
 	Clock wamux.Clock
 	// Logger reports each change of mode; none when nil.
 	Logger *slog.Logger
-	// Registry, when set, gets the gauge wamux_ratelimit_degraded (1
-	// while this node limits on its own).
+	// Registry, when set, gets the gauge
+	// wamux_ratelimit_degraded{what="limiter"} (1 while this node limits
+	// on its own).
 	Registry prometheus.Registerer
 }
 
@@ -47,20 +47,15 @@ type FallbackConfig struct {
 // returns to it. Limits set meanwhile reach the shared limiter at the
 // first Reserve after its return.
 type Fallback struct {
-	shared     Limiter
-	local      *Local
-	share      float64
-	probeEvery time.Duration
-	clock      wamux.Clock
-	log        *slog.Logger
-	gauge      prometheus.Gauge
+	shared Limiter
+	local  *Local
+	share  float64
+	log    *slog.Logger
+	mode   *degradation
 
-	degraded atomic.Bool
-
-	mu        sync.Mutex
-	nextProbe time.Time
-	limits    map[string]limit // as set, for the shared limiter's return
-	stale     map[string]bool  // accounts whose limit the shared limiter missed
+	mu     sync.Mutex
+	limits map[string]limit // as set, for the shared limiter's return
+	stale  map[string]bool  // accounts whose limit the shared limiter missed
 }
 
 type limit struct {
@@ -78,30 +73,20 @@ func NewFallback(cfg FallbackConfig) (*Fallback, error) {
 	if !(cfg.Share > 0 && cfg.Share <= 1) {
 		return nil, fmt.Errorf("%w: fallback share %v not in (0, 1]", ErrInvalidLimit, cfg.Share)
 	}
-	if cfg.ProbeEvery <= 0 {
-		cfg.ProbeEvery = ProbeEveryDefault
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = wamux.SystemClock{}
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	local, err := NewLocal(LocalConfig{Clock: cfg.Clock, DefaultRate: DefaultRate * cfg.Share,
+	mode, err := newDegradation("limiter", cfg.ProbeEvery, cfg.Clock, cfg.Logger, cfg.Registry)
+	if err != nil {
+		return nil, err
+	}
+	local, err := NewLocal(LocalConfig{Clock: mode.clock, DefaultRate: DefaultRate * cfg.Share,
 		DefaultBurst: localBurst(DefaultBurst, cfg.Share)})
 	if err != nil {
 		return nil, err
 	}
-	f := &Fallback{shared: cfg.Shared, local: local, share: cfg.Share, probeEvery: cfg.ProbeEvery,
-		clock: cfg.Clock, log: cfg.Logger, limits: map[string]limit{}, stale: map[string]bool{},
-		gauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "wamux_ratelimit_degraded",
-			Help: "1 while the shared (Redis) limiter does not answer and this node limits each account to its local share."})}
-	if cfg.Registry != nil {
-		if err := cfg.Registry.Register(f.gauge); err != nil {
-			return nil, fmt.Errorf("register fallback metrics: %w", err)
-		}
-	}
-	return f, nil
+	return &Fallback{shared: cfg.Shared, local: local, share: cfg.Share, log: cfg.Logger, mode: mode,
+		limits: map[string]limit{}, stale: map[string]bool{}}, nil
 }
 
 // localBurst is the share of burst, at least 1.
@@ -110,7 +95,7 @@ func localBurst(burst int, share float64) int {
 }
 
 // Degraded reports whether the node limits on its own.
-func (f *Fallback) Degraded() bool { return f.degraded.Load() }
+func (f *Fallback) Degraded() bool { return f.mode.on() }
 
 // failed reports whether err is the shared limiter failing, not a refusal
 // of the request itself.
@@ -119,13 +104,7 @@ func failed(err error) bool {
 }
 
 func (f *Fallback) degrade(err error) {
-	f.mu.Lock()
-	f.nextProbe = f.clock.Now().Add(f.probeEvery)
-	f.mu.Unlock()
-	if !f.degraded.Swap(true) {
-		f.gauge.Set(1)
-		f.log.Warn("shared rate limiter unreachable: each account limited to this node's share", "share", f.share, "err", err)
-	}
+	f.mode.fail(err, "shared rate limiter unreachable: each account limited to this node's share", "share", f.share)
 }
 
 // recover returns to the shared limiter, giving it the limits it missed.
@@ -146,31 +125,15 @@ func (f *Fallback) recover(ctx context.Context) {
 			f.log.Error("restore account limit in the shared limiter", "account_id", id, "err", err)
 		}
 	}
-	if f.degraded.Swap(false) {
-		f.gauge.Set(0)
-		f.log.Info("shared rate limiter answers again")
-	}
-}
-
-// probe reports whether a degraded Fallback should try the shared
-// limiter now; one caller per ProbeEvery gets true.
-func (f *Fallback) probe() bool {
-	now := f.clock.Now()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if now.Before(f.nextProbe) {
-		return false
-	}
-	f.nextProbe = now.Add(f.probeEvery)
-	return true
+	f.mode.clear("shared rate limiter answers again")
 }
 
 // Reserve implements Limiter.
 func (f *Fallback) Reserve(ctx context.Context, accountID string, n int) (bool, time.Duration, error) {
-	if !f.degraded.Load() || f.probe() {
+	if f.mode.askShared() {
 		ok, wait, err := f.shared.Reserve(ctx, accountID, n)
 		if !failed(err) {
-			if f.degraded.Load() {
+			if f.mode.on() {
 				f.recover(ctx)
 			}
 			return ok, wait, err
@@ -216,7 +179,7 @@ func (f *Fallback) SetLimit(ctx context.Context, accountID string, rate float64,
 // Tokens implements Limiter: the shared bucket's, or the local share's
 // while degraded.
 func (f *Fallback) Tokens(ctx context.Context, accountID string) (float64, error) {
-	if !f.degraded.Load() {
+	if !f.mode.on() {
 		t, err := f.shared.Tokens(ctx, accountID)
 		if !failed(err) {
 			return t, err
@@ -232,7 +195,7 @@ func (f *Fallback) Debit(ctx context.Context, accountID string, n int) error {
 	if err := f.local.Debit(ctx, accountID, max(1, int(math.Ceil(float64(n)*f.share)))); err != nil {
 		return err
 	}
-	if f.degraded.Load() {
+	if f.mode.on() {
 		return nil
 	}
 	if err := f.shared.Debit(ctx, accountID, n); failed(err) {
