@@ -1,11 +1,6 @@
 package redislimit_test
 
 import (
-	"io"
-	"net"
-	"os"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,95 +13,12 @@ import (
 	"github.com/wamux/wamux/ratelimit/redislimit"
 )
 
-// cutProxy forwards TCP connections to the test's Redis until cut: then it
-// drops every connection and refuses new ones until restored.
-type cutProxy struct {
-	ln     net.Listener
-	target string
-
-	mu    sync.Mutex
-	down  bool
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
-}
-
-func newCutProxy(t *testing.T) *cutProxy {
-	t.Helper()
-	redistest.Client(t) // skips or fails as the other Redis tests do
-	target := os.Getenv(redistest.Env)
-	if strings.Contains(target, "://") {
-		opt, err := redis.ParseURL(target)
-		if err != nil {
-			t.Fatal(err)
-		}
-		target = opt.Addr
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	p.wg.Go(p.accept)
-	t.Cleanup(func() {
-		ln.Close()
-		p.cut()
-		p.wg.Wait()
-	})
-	return p
-}
-
-func (p *cutProxy) accept() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		if p.down {
-			p.mu.Unlock()
-			c.Close()
-			continue
-		}
-		up, err := net.Dial("tcp", p.target)
-		if err != nil {
-			p.mu.Unlock()
-			c.Close()
-			continue
-		}
-		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
-		p.mu.Unlock()
-		for _, pair := range [][2]net.Conn{{c, up}, {up, c}} {
-			p.wg.Go(func() {
-				_, _ = io.Copy(pair[0], pair[1])
-				pair[0].Close()
-				pair[1].Close()
-			})
-		}
-	}
-}
-
-func (p *cutProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = true
-	for c := range p.conns {
-		c.Close()
-	}
-	clear(p.conns)
-}
-
-func (p *cutProxy) restore() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = false
-}
-
 // TestFallbackLocalShareWhileRedisIsCut: two nodes share an account's
 // bucket in Redis; with Redis cut off each goes on sending at its local
 // share (half the rate here) and says so in wamux_ratelimit_degraded;
 // once Redis answers again they share its bucket again.
 func TestFallbackLocalShareWhileRedisIsCut(t *testing.T) {
-	proxy := newCutProxy(t)
+	proxy := redistest.NewCutProxy(t)
 	_, prefix := redistest.Client(t)
 	clk := fakeclock.New()
 	const rate, burst, share = 100.0, 10, 0.5
@@ -116,7 +28,7 @@ func TestFallbackLocalShareWhileRedisIsCut(t *testing.T) {
 	}
 	var nodes []node
 	for range 2 {
-		rdb := redis.NewClient(&redis.Options{Addr: proxy.ln.Addr().String(), MaxRetries: -1,
+		rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1,
 			DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
 		t.Cleanup(func() { rdb.Close() })
 		shared, err := redislimit.New(redislimit.Config{Client: rdb, Prefix: prefix, Clock: clk})
@@ -154,7 +66,7 @@ func TestFallbackLocalShareWhileRedisIsCut(t *testing.T) {
 		t.Fatalf("two nodes on the shared bucket got %d at once, want its burst %d", got, burst)
 	}
 
-	proxy.cut()
+	proxy.Cut()
 	clk.Advance(time.Second)
 	const window = 2 * time.Second
 	sent := 0
@@ -170,7 +82,7 @@ func TestFallbackLocalShareWhileRedisIsCut(t *testing.T) {
 	}
 	t.Logf("with Redis cut: %d sends in %v on one node (share %v of %v/s)", sent, window, share, rate)
 
-	proxy.restore()
+	proxy.Restore()
 	clk.Advance(ratelimit.ProbeEveryDefault)
 	for _, n := range nodes {
 		drain(n.f)

@@ -49,11 +49,11 @@ func TestPairsFallbackConformance(t *testing.T) {
 // probe) the pairs are shared again, and a pair sent to during the cut
 // still waits on this node though Redis never learned of it.
 func TestPairsFallbackWhileRedisIsCut(t *testing.T) {
-	proxy := newCutProxy(t)
+	proxy := redistest.NewCutProxy(t)
 	rdbDirect, prefix := redistest.Client(t)
 	clk := fakeclock.New()
 	const iv = 6 * time.Second
-	rdb := redis.NewClient(&redis.Options{Addr: proxy.ln.Addr().String(), MaxRetries: -1,
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1,
 		DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
 	t.Cleanup(func() { rdb.Close() })
 	reg := prometheus.NewRegistry()
@@ -81,7 +81,7 @@ func TestPairsFallbackWhileRedisIsCut(t *testing.T) {
 		t.Fatal("with Redis up, a send is not paced in Redis")
 	}
 
-	proxy.cut()
+	proxy.Cut()
 	clk.Advance(time.Second)
 	if ok, _ := reserve("during"); !ok {
 		t.Fatal("with Redis cut, a quiet pair may not send")
@@ -96,7 +96,7 @@ func TestPairsFallbackWhileRedisIsCut(t *testing.T) {
 		t.Fatalf("with Redis cut, a pair sent to before the cut: ok=%v wait=%v; want the rest of its interval", ok, w)
 	}
 
-	proxy.restore()
+	proxy.Restore()
 	clk.Advance(ratelimit.ProbeEveryDefault)
 	if ok, _ := reserve("after"); !ok {
 		t.Fatal("with Redis back, a quiet pair may not send")
