@@ -25,6 +25,17 @@ type Notifier interface {
 	Subscribe(ctx context.Context, topic string, fn func(payload []byte)) (stop func(), err error)
 }
 
+// Resuming is a Notifier whose subscriptions can break and be made again
+// (Redis: a lost connection). Messages published while a subscription is
+// broken are lost; resumed tells the subscriber, so it can read again
+// what the messages would have told it.
+type Resuming interface {
+	Notifier
+	// SubscribeResuming is Subscribe, also calling resumed each time the
+	// subscription is made again after a break, in order with fn's calls.
+	SubscribeResuming(ctx context.Context, topic string, fn func(payload []byte), resumed func()) (stop func(), err error)
+}
+
 // Buffer is how many messages a subscription holds for its fn: beyond it
 // a subscriber too slow for its publishers misses messages, as a Redis
 // pub/sub client does.

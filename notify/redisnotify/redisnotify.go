@@ -2,7 +2,8 @@
 // pub/sub, one channel per topic (<prefix>notify:<topic>), so a message
 // published on any node reaches the subscribers of every node. Like
 // Redis pub/sub it is at most once: a node disconnected while a message
-// is published misses it (the client resubscribes on reconnection).
+// is published misses it. The client resubscribes on reconnection, and
+// SubscribeResuming tells the subscriber when it has.
 package redisnotify
 
 import (
@@ -32,7 +33,7 @@ type Notifier struct {
 	prefix string
 }
 
-var _ notify.Notifier = (*Notifier)(nil)
+var _ notify.Resuming = (*Notifier)(nil)
 
 // New builds a Notifier. It does not contact Redis.
 func New(cfg Config) (*Notifier, error) {
@@ -58,17 +59,31 @@ func (n *Notifier) Publish(ctx context.Context, topic string, payload []byte) er
 // Subscribe implements notify.Notifier. It returns once Redis has
 // confirmed the subscription.
 func (n *Notifier) Subscribe(ctx context.Context, topic string, fn func([]byte)) (func(), error) {
+	return n.SubscribeResuming(ctx, topic, fn, nil)
+}
+
+// SubscribeResuming implements notify.Resuming: after Redis confirmed the
+// subscription, each further confirmation is a resubscription after the
+// connection broke. It returns once Redis has confirmed the subscription.
+func (n *Notifier) SubscribeResuming(ctx context.Context, topic string, fn func([]byte), resumed func()) (func(), error) {
 	ps := n.rdb.Subscribe(ctx, n.channel(topic))
 	if _, err := ps.Receive(ctx); err != nil {
 		ps.Close()
 		return nil, fmt.Errorf("subscribe to %s: redis: %w", topic, err)
 	}
-	ch := ps.Channel(redis.WithChannelSize(notify.Buffer), redis.WithChannelSendTimeout(time.Second))
+	ch := ps.ChannelWithSubscriptions(redis.WithChannelSize(notify.Buffer), redis.WithChannelSendTimeout(time.Second))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for m := range ch {
-			fn([]byte(m.Payload))
+			switch m := m.(type) {
+			case *redis.Message:
+				fn([]byte(m.Payload))
+			case *redis.Subscription:
+				if m.Kind == "subscribe" && resumed != nil {
+					resumed()
+				}
+			}
 		}
 	}()
 	var once sync.Once
