@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/wamux/wamux/notify"
@@ -29,39 +31,130 @@ type announcement struct {
 	From string `json:"from"`
 }
 
+// ResyncEveryDefault is how often a shared Manager reads the store
+// again on its own: the longest a change whose announcement it missed
+// stays unseen.
+const ResyncEveryDefault = 30 * time.Second
+
+// TimerClock runs f once d has passed; the stop it returns prevents that
+// and reports whether it did. Tests pass a fakeclock.
+type TimerClock interface {
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
+}
+
+type systemTimers struct{}
+
+func (systemTimers) AfterFunc(d time.Duration, f func()) func() bool {
+	return time.AfterFunc(d, f).Stop
+}
+
+// ShareConfig configures Share.
+type ShareConfig struct {
+	// Notifier carries the announcements between the nodes.
+	Notifier notify.Notifier
+	// ResyncEvery is how often the Manager reads the store again whether
+	// or not it was told of a change, since announcements can be lost;
+	// ResyncEveryDefault when zero.
+	ResyncEvery time.Duration
+	// Clock times the re-reads; the system clock when nil.
+	Clock TimerClock
+}
+
 // Share makes m one of several Managers (one per node) over one store:
-// each Update announces itself on n, and an announcement from another
-// Manager makes m read the store again and apply what changed, calling
-// its listeners as an Update would. Without Share a Manager sees only its
-// own changes. stop ends the sharing; it must be called before the store
-// is closed.
-func (m *Manager) Share(ctx context.Context, n notify.Notifier) (stop func(), err error) {
+// each Update announces itself on cfg.Notifier, and an announcement from
+// another Manager makes m read the store again and apply what changed,
+// calling its listeners as an Update would. Announcements are at most
+// once, so m also reads the store every ResyncEvery and, when the
+// Notifier is notify.Resuming, each time its subscription is made again
+// after a break. Without Share a Manager sees only its own changes. stop
+// ends the sharing; it must be called before the store is closed.
+func (m *Manager) Share(ctx context.Context, cfg ShareConfig) (stop func(), err error) {
+	if cfg.Notifier == nil {
+		return nil, errors.New("share settings: no notifier")
+	}
+	if cfg.ResyncEvery <= 0 {
+		cfg.ResyncEvery = ResyncEveryDefault
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = systemTimers{}
+	}
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
-	p := &peers{n: n, id: hex.EncodeToString(b)}
-	unsubscribe, err := n.Subscribe(ctx, Topic, func(payload []byte) {
+	p := &peers{n: cfg.Notifier, id: hex.EncodeToString(b)}
+	fn := func(payload []byte) {
 		var a announcement
 		if err := json.Unmarshal(payload, &a); err != nil {
 			m.log.Warn("ignoring a malformed settings announcement", "err", err)
 			return
 		}
-		if a.From == p.id {
-			return
+		if a.From != p.id {
+			m.reloadFor("a change on another node")
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), reloadTimeout)
-		defer cancel()
-		if err := m.Reload(ctx); err != nil {
-			m.log.Error("reload settings after a change on another node", "err", err)
-		}
-	})
+	}
+	var unsubscribe func()
+	if r, ok := cfg.Notifier.(notify.Resuming); ok {
+		unsubscribe, err = r.SubscribeResuming(ctx, Topic, fn, func() { m.reloadFor("the settings subscription resumed") })
+	} else {
+		unsubscribe, err = cfg.Notifier.Subscribe(ctx, Topic, fn)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("share settings: %w", err)
 	}
 	m.peers.Store(p)
+	stopResync := m.resync(cfg.Clock, cfg.ResyncEvery)
 	return func() {
 		m.peers.CompareAndSwap(p, nil)
+		stopResync()
 		unsubscribe()
 	}, nil
+}
+
+// reloadFor reloads the store, logging a failure with why it reloaded.
+func (m *Manager) reloadFor(why string) {
+	ctx, cancel := context.WithTimeout(context.Background(), reloadTimeout)
+	defer cancel()
+	if err := m.Reload(ctx); err != nil {
+		m.log.Error("reload settings", "after", why, "err", err)
+	}
+}
+
+// resync reloads the store every every on clock until stop, which waits
+// for a reload under way.
+func (m *Manager) resync(clock TimerClock, every time.Duration) (stop func()) {
+	var (
+		mu      sync.Mutex
+		stopped bool
+		disarm  func() bool
+		running sync.WaitGroup
+	)
+	var fire func()
+	fire = func() {
+		mu.Lock()
+		if stopped {
+			mu.Unlock()
+			return
+		}
+		running.Add(1)
+		mu.Unlock()
+		defer running.Done()
+		m.reloadFor("the periodic re-sync")
+		mu.Lock()
+		if !stopped {
+			disarm = clock.AfterFunc(every, fire)
+		}
+		mu.Unlock()
+	}
+	mu.Lock()
+	disarm = clock.AfterFunc(every, fire)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		stopped = true
+		d := disarm
+		mu.Unlock()
+		d()
+		running.Wait()
+	}
 }
 
 // Reload reads the stored settings and puts them in force, calling the
