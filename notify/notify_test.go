@@ -14,3 +14,9 @@ func TestLocalConformance(t *testing.T) {
 		return l
 	}, notifytest.Options{})
 }
+
+func TestLocalAccountChanges(t *testing.T) {
+	l := notify.NewLocal()
+	t.Cleanup(l.Close)
+	notifytest.RunAccountChanges(t, func(*testing.T) notify.Notifier { return l }, notifytest.Options{})
+}

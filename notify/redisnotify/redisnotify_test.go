@@ -37,6 +37,41 @@ func TestConformance(t *testing.T) {
 	}, notifytest.Options{Nodes: true})
 }
 
+// TestAccountChanges: account changes announced on one node reach
+// another through Redis.
+func TestAccountChanges(t *testing.T) {
+	rdb, prefix := redistest.Client(t)
+	notifytest.RunAccountChanges(t, func(t *testing.T) notify.Notifier {
+		n, err := redisnotify.New(redisnotify.Config{Client: rdb, Prefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}, notifytest.Options{Nodes: true})
+}
+
+// TestAccountChangesResumed: a node cut off Redis is told when its
+// account change subscription is made again, when any account may have
+// changed unannounced.
+func TestAccountChangesResumed(t *testing.T) {
+	proxy := redistest.NewCutProxy(t)
+	_, prefix := redistest.Client(t)
+	resumed := make(chan struct{}, 16)
+	stop, err := notify.NewAccountChanges(proxied(t, proxy, prefix), nil).Subscribe(t.Context(),
+		func(string) {}, func() { resumed <- struct{}{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	proxy.Cut()
+	proxy.Restore()
+	select {
+	case <-resumed:
+	case <-time.After(resumeWithin):
+		t.Fatalf("not told of the resubscription within %v of Redis answering", resumeWithin)
+	}
+}
+
 // TestSettingsReachEveryNode: a settings change on one node reaches a
 // second node's Manager over one store through Redis within a second.
 func TestSettingsReachEveryNode(t *testing.T) {
