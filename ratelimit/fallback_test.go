@@ -40,8 +40,8 @@ func TestPairsFallbackConformance(t *testing.T) {
 	}, ratelimittest.PairOptions{})
 }
 
-// TestDegradedGaugesShareOneRegistry: the limiter's and the pairs'
-// fallbacks export one metric, wamux_ratelimit_degraded, told apart by
+// TestDegradedGaugesShareOneRegistry: the limiter's, the pairs' and the
+// app pauses' fallbacks export one metric, wamux_ratelimit_degraded, told apart by
 // what.
 func TestDegradedGaugesShareOneRegistry(t *testing.T) {
 	t.Parallel()
@@ -51,6 +51,9 @@ func TestDegradedGaugesShareOneRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := ratelimit.NewPairsFallback(ratelimit.PairsFallbackConfig{Shared: newPairs(t, clk, 0, 0), Clock: clk, Registry: reg}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ratelimit.NewAppPauseFallback(ratelimit.AppPauseFallbackConfig{Shared: ratelimit.NewLocalAppPause(clk), Clock: clk, Registry: reg}); err != nil {
 		t.Fatal(err)
 	}
 	mfs, err := reg.Gather()
@@ -65,7 +68,7 @@ func TestDegradedGaugesShareOneRegistry(t *testing.T) {
 			}
 		}
 	}
-	if !slices.Equal(whats, []string{"limiter", "pairs"}) {
-		t.Fatalf("what labels %q, want limiter and pairs", whats)
+	if !slices.Equal(whats, []string{"limiter", "pairs", "pause"}) {
+		t.Fatalf("what labels %q, want limiter, pairs and pause", whats)
 	}
 }

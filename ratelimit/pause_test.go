@@ -45,3 +45,16 @@ func TestLocalAppPauseForgetsEndedPauses(t *testing.T) {
 		t.Fatalf("%d pauses kept, at most 10 running at a time", n)
 	}
 }
+
+// TestAppPauseFallbackConformance: over shared pauses that answer,
+// AppPauseFallback behaves as they do (redislimit's tests cut Redis off).
+func TestAppPauseFallbackConformance(t *testing.T) {
+	t.Parallel()
+	ratelimittest.RunAppPause(t, func(t *testing.T, clk wamux.Clock) ratelimit.AppPause {
+		f, err := ratelimit.NewAppPauseFallback(ratelimit.AppPauseFallbackConfig{Shared: ratelimit.NewLocalAppPause(clk), Clock: clk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}, ratelimittest.AppPauseOptions{})
+}
