@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"github.com/wamux/wamux/events"
 	"github.com/wamux/wamux/sim"
 	"github.com/wamux/wamux/store"
-	"github.com/wamux/wamux/store/postgres"
 )
 
 // EventsConfig configures `wamux bench events`.
@@ -138,16 +136,7 @@ func RunEvents(ctx context.Context, cfg EventsConfig) (EventsReport, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return EventsReport{}, err
 	}
-	hc := HarnessConfig{Logger: cfg.Logger, EventAllowNetworks: "127.0.0.0/8"}
-	if cfg.Store != "" && cfg.Store != "sqlite" {
-		// A fresh schema, dropped afterwards, as bench receipts uses.
-		url, drop, err := benchSchema(ctx, cfg.Store)
-		if err != nil {
-			return EventsReport{}, err
-		}
-		defer drop()
-		hc.Store = url
-	}
+	hc := HarnessConfig{Logger: cfg.Logger, EventAllowNetworks: "127.0.0.0/8", Store: cfg.Store}
 	h, err := Start(ctx, hc)
 	if err != nil {
 		return EventsReport{}, err
@@ -479,26 +468,4 @@ func mean(xs []float64) float64 {
 func percentileOf(xs []float64, q float64) float64 {
 	slices.Sort(xs)
 	return percentile(xs, q)
-}
-
-// benchSchema creates a fresh schema on the PostgreSQL server at spec and
-// returns spec with that schema as its search_path, and a drop that
-// removes the schema.
-func benchSchema(ctx context.Context, spec string) (string, func(), error) {
-	if !strings.HasPrefix(spec, "postgres://") && !strings.HasPrefix(spec, "postgresql://") {
-		return "", nil, fmt.Errorf(`--store must be "sqlite" or a PostgreSQL URL`)
-	}
-	schema := "wamux_bench_" + randomHex(6)
-	st, err := postgres.Open(ctx, spec, postgres.Options{Schema: schema})
-	if err != nil {
-		return "", nil, err
-	}
-	sep := "?"
-	if strings.Contains(spec, "?") {
-		sep = "&"
-	}
-	return spec + sep + "search_path=" + schema, func() {
-		_, _ = st.Pool().Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-		st.Close()
-	}, nil
 }

@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +26,7 @@ import (
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/receipts"
 	"github.com/wamux/wamux/sim"
+	"github.com/wamux/wamux/store/postgres"
 )
 
 // HarnessConfig describes one gateway + simulator pair.
@@ -34,7 +36,9 @@ type HarnessConfig struct {
 	DataDir string
 	// Listen is the gateway's address; default 127.0.0.1:0.
 	Listen string
-	// Store is "sqlite" (default) or a PostgreSQL URL.
+	// Store is "sqlite" (default) or a PostgreSQL URL; on PostgreSQL the
+	// gateway works in a schema of its own, dropped by Close, so that
+	// runs on one database never meet each other's rows.
 	Store  string
 	Sim    sim.Config
 	Logger *slog.Logger
@@ -64,6 +68,8 @@ type Harness struct {
 	AppSecret string
 	http      *http.Client
 	tmp       string
+	// dropSchema removes the PostgreSQL schema of the run, if any.
+	dropSchema func()
 }
 
 func randomHex(n int) string {
@@ -103,8 +109,13 @@ func Start(ctx context.Context, cfg HarnessConfig) (*Harness, error) {
 	secret := randomHex(16)
 	c := config.Default()
 	c.Listen, c.DataDir, c.APIKeys, c.AppSecret, c.VerifyToken = cfg.Listen, cfg.DataDir, []string{h.APIKey}, secret, randomHex(8)
-	if cfg.Store != "" {
-		c.Store = cfg.Store
+	if cfg.Store != "" && cfg.Store != "sqlite" {
+		url, drop, err := benchSchema(ctx, cfg.Store)
+		if err != nil {
+			h.cleanup()
+			return nil, err
+		}
+		c.Store, h.dropSchema = url, drop
 	}
 	c.EventAllowNetworks = cfg.EventAllowNetworks
 	if h.tmp != "" {
@@ -267,6 +278,28 @@ func (h *Harness) cleanup() {
 	if h.tmp != "" {
 		os.RemoveAll(h.tmp)
 	}
+	if h.dropSchema != nil {
+		h.dropSchema()
+	}
+}
+
+// benchSchema creates a schema of its own for one run on the PostgreSQL
+// server spec names and returns the URL that makes it the search_path,
+// and a drop that removes it with everything in it (a failed drop is
+// reported on stderr: the schema outlives the run).
+func benchSchema(ctx context.Context, spec string) (string, func(), error) {
+	if !strings.HasPrefix(spec, "postgres://") && !strings.HasPrefix(spec, "postgresql://") {
+		return "", nil, fmt.Errorf(`--store must be "sqlite" or a PostgreSQL URL`)
+	}
+	url, drop, err := postgres.FreshSchema(ctx, spec, "wamux_bench_")
+	if err != nil {
+		return "", nil, err
+	}
+	return url, func() {
+		if err := drop(); err != nil {
+			fmt.Fprintf(os.Stderr, "wamux bench: %v\n", err)
+		}
+	}, nil
 }
 
 // FreePort is a loopback address nobody listens on right now.

@@ -2,8 +2,6 @@ package bench
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -733,18 +731,14 @@ func openBenchStore(ctx context.Context, spec string) (store.Store, func(), erro
 		}
 		return st, func() { st.Close(); os.RemoveAll(dir) }, nil
 	}
-	if !strings.HasPrefix(spec, "postgres://") && !strings.HasPrefix(spec, "postgresql://") {
-		return nil, nil, fmt.Errorf(`--store must be "sqlite" or a PostgreSQL URL`)
-	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	schema := "wamux_bench_" + hex.EncodeToString(b)
-	st, err := postgres.Open(ctx, spec, postgres.Options{Schema: schema})
+	url, drop, err := benchSchema(ctx, spec)
 	if err != nil {
 		return nil, nil, err
 	}
-	return st, func() {
-		_, _ = st.Pool().Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-		st.Close()
-	}, nil
+	st, err := postgres.Open(ctx, url, postgres.Options{})
+	if err != nil {
+		drop()
+		return nil, nil, err
+	}
+	return st, func() { st.Close(); drop() }, nil
 }

@@ -252,7 +252,11 @@ func Round(ctx context.Context, cfg Config) (Result, error) {
 		if err != nil {
 			return res, err
 		}
-		defer drop()
+		defer func() {
+			if err := drop(); err != nil {
+				r.logf("chaos: %v", err)
+			}
+		}()
 		r.gcfg.Store = spec
 	}
 	if r.tap, err = startTap(cfg.Seed, r.p.refuse, r.a.drop, r.base); err != nil {

@@ -27,7 +27,7 @@ func runBenchOutbound(ctx context.Context, args []string, stdout, stderr io.Writ
 	burst := fs.Int("burst", 0, "the accounts' burst (0: created without one, with the API's default)")
 	strict := fs.Bool("strict-second", true, "the simulator refuses a message that would make more than --rate in any one second (false: its bucket alone, --rate with a burst of one second's worth)")
 	seed := fs.Uint64("seed", 1, "seed for traffic and simulator draws")
-	store := fs.String("store", "sqlite", `"sqlite" or a PostgreSQL URL`)
+	store := fs.String("store", "sqlite", `"sqlite" or a PostgreSQL URL (a fresh schema, dropped afterwards)`)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: wamux bench outbound [flags]")

@@ -19,7 +19,7 @@ func runBenchReceipts(ctx context.Context, args []string, stdout, stderr io.Writ
 	m := fs.Int("messages", 0, "messages they are about (0: a third of the distinct receipts)")
 	dup := fs.Float64("dup", 0.2, "share of receipts that repeat another")
 	reorder := fs.Float64("reorder", 0.1, "share of distinct receipts moved to a random place in the stream")
-	storeSpec := fs.String("store", "sqlite", `"sqlite" (a fresh file in a temporary directory) or a PostgreSQL URL (a fresh schema)`)
+	storeSpec := fs.String("store", "sqlite", `"sqlite" (a fresh file in a temporary directory) or a PostgreSQL URL (a fresh schema, dropped afterwards)`)
 	batch := fs.Int("batch", 100, "receipts per Ingest call")
 	callers := fs.Int("callers", 32, "concurrent Ingest callers")
 	seed := fs.Uint64("seed", 1, "seed of the generated stream")

@@ -37,17 +37,18 @@ func (s *Store) migrate(ctx context.Context) error {
 	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, hashtext(COALESCE(NULLIF($2, ''), current_schema(), '')))",
-			int32(migrationLock), s.opts.Schema); err != nil {
+			int32(migrationLock), s.schema); err != nil {
 			return fmt.Errorf("lock: %w", err)
 		}
-		if s.opts.Schema != "" {
-			ident := pgx.Identifier{s.opts.Schema}.Sanitize()
-			if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+ident); err != nil {
-				return fmt.Errorf("create schema: %w", err)
+		if s.schema != "" {
+			if err := ensureSchema(ctx, tx, s.schema); err != nil {
+				return err
 			}
+		}
+		if s.opts.Schema != "" {
 			// The connection's search_path named the schema before it
 			// existed; make this transaction resolve it now.
-			if _, err := tx.Exec(ctx, "SET LOCAL search_path TO "+ident); err != nil {
+			if _, err := tx.Exec(ctx, "SET LOCAL search_path TO "+pgx.Identifier{s.opts.Schema}.Sanitize()); err != nil {
 				return fmt.Errorf("set search_path: %w", err)
 			}
 		}

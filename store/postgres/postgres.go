@@ -59,7 +59,11 @@ const ConnectTimeoutDefault = 10 * time.Second
 
 // Store implements store.Store on PostgreSQL.
 type Store struct {
-	opts   Options
+	opts Options
+	// schema is where the tables live: Options.Schema, else the first
+	// schema the URL's search_path names ("" when it names none); Open
+	// creates it when missing.
+	schema string
 	pool   *pgxpool.Pool
 	closed atomic.Bool
 	// logAcks: acknowledgements of receipt log entries (pipeline.go).
@@ -70,8 +74,8 @@ var _ store.Store = (*Store)(nil)
 
 var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
-// Open connects, creates the schema if asked to, and applies pending
-// migrations. The DSN never appears in returned errors.
+// Open connects, creates the schema if missing (Options.Schema, else the
+// first one the URL's search_path names), and applies pending migrations. The DSN never appears in returned errors.
 func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -80,11 +84,14 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, wamux.Errorf(wamux.EInvalid, "postgres connection string does not parse")
 	}
-	if opts.Schema != "" {
-		if !schemaName.MatchString(opts.Schema) {
+	schema := opts.Schema
+	if schema != "" {
+		if !schemaName.MatchString(schema) {
 			return nil, wamux.Errorf(wamux.EInvalid, "postgres schema must match %s", schemaName)
 		}
-		cfg.ConnConfig.RuntimeParams["search_path"] = opts.Schema
+		cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	} else if schema, err = pathSchema(cfg.ConnConfig.RuntimeParams["search_path"]); err != nil {
+		return nil, wamux.Errorf(wamux.EInvalid, "postgres connection string: %v", err)
 	}
 	if cfg.ConnConfig.ConnectTimeout <= 0 {
 		cfg.ConnConfig.ConnectTimeout = ConnectTimeoutDefault
@@ -97,7 +104,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open pool: %w", wrapErr(err))
 	}
-	s := &Store{opts: opts, pool: pool, logAcks: receiptlog.NewAcks()}
+	s := &Store{opts: opts, schema: schema, pool: pool, logAcks: receiptlog.NewAcks()}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
