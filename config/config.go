@@ -267,6 +267,12 @@ func (c Config) checkCluster() error {
 // secret_key without InsecureDev. A key file beside the database protects
 // nothing against whoever copies the data directory.
 func (c Config) CheckSecretKey() error {
+	if c.SecretKey == "" && c.Cluster() {
+		// Every node must open the tokens another node sealed, and derive
+		// the same keys (recipients' names in Redis) from it.
+		return errors.New("WAMUX_SECRET_KEY (secret_key) is required in cluster mode, the same on every node: " +
+			"it encrypts the access tokens at rest and names recipients in Redis; --insecure-dev's key file is one node's own")
+	}
 	if c.SecretKey == "" && !c.InsecureDev {
 		return errors.New("WAMUX_SECRET_KEY (secret_key) is required: it encrypts the access tokens and signing secrets at rest; " +
 			"set it to the base64 of 32 random bytes (head -c 32 /dev/urandom | base64), " +

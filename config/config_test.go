@@ -289,7 +289,14 @@ func TestClusterTakesAllThreeOrNone(t *testing.T) {
 			t.Errorf("%v: err = %v, want one containing %q", tc.args, err, tc.wantErr)
 		}
 	}
-	c, err := Load(nil, envOf(map[string]string{"WAMUX_NODE_ID": "n-2"}), io.Discard)
+	c, err := Load([]string{"--insecure-dev", "--store", pg, "--kafka", "k1:9092", "--redis", "r:6379"}, envOf(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CheckSecretKey(); err == nil || !strings.Contains(err.Error(), "required in cluster mode") {
+		t.Errorf("cluster mode without a secret key, --insecure-dev: CheckSecretKey = %v", err)
+	}
+	c, err = Load(nil, envOf(map[string]string{"WAMUX_NODE_ID": "n-2"}), io.Discard)
 	if err != nil || c.NodeID != "n-2" {
 		t.Errorf("WAMUX_NODE_ID: NodeID = %q, err %v", c.NodeID, err)
 	}
