@@ -54,6 +54,7 @@ func (w *worker) send(it *item) (action, time.Duration) {
 		w.d.metrics.resends.WithLabelValues(w.id, "resent").Inc()
 		it.resendCounted = true
 	}
+	w.awaitDeparture()
 	acct := w.snapshotAccount()
 	began := w.d.clock.Now()
 	res := w.d.provider.Send(w.d.sendCtx, cloudapi.DestinationOf(acct), it.msg)
@@ -64,6 +65,28 @@ func (w *worker) send(it *item) (action, time.Duration) {
 		w.d.metrics.sends.WithLabelValues(w.id, res.Outcome.String()).Inc()
 	}
 	return w.onResult(it, acct, res)
+}
+
+// awaitDeparture holds a request, once it is stored as sending, until its
+// time on the account's departure schedule: the bucket granted it when it
+// was dispatched, and the write since takes varying time, so requests
+// would otherwise leave bunched. The schedule runs at the account's
+// effective rate with its burst as slack (ratelimit.Pacer). A stopping
+// dispatcher lets the request go at once.
+func (w *worker) awaitDeparture() {
+	lim := w.d.limiter.Limit(w.id)
+	now := w.d.clock.Now()
+	wait := w.leave.Reserve(now, lim.EffectiveRate, lim.Burst).Sub(now)
+	if wait <= 0 {
+		return
+	}
+	due := make(chan struct{})
+	stop := w.d.timers.AfterFunc(wait, func() { close(due) })
+	select {
+	case <-due:
+	case <-w.d.ctx.Done():
+		stop()
+	}
 }
 
 // markSending stores the message as sending and counts the attempt; ok
