@@ -59,6 +59,8 @@ type App struct {
 	serveErr chan error
 
 	dispatcher *outbound.Dispatcher
+	// cluster are the shared backends in cluster mode (nil embedded).
+	cluster *clusterParts
 	// claim makes this process the store's only gateway (nil for a store
 	// that cannot be claimed); watchLost stops the dispatcher when the
 	// claim is lost, and reports it on fatal.
@@ -86,6 +88,10 @@ type App struct {
 	// retention are deleted (retention.EveryDefault when zero). Set
 	// before Start.
 	InboundPruneEvery time.Duration
+	// ClusterTimeout bounds, in cluster mode, reaching Kafka and Redis at
+	// start and one append to the receipt topic (after which intake
+	// answers 503); ClusterTimeoutDefault when zero. Set before Start.
+	ClusterTimeout time.Duration
 }
 
 // New prepares an App; nothing is opened until Start.
@@ -167,9 +173,6 @@ func (a *App) Start(ctx context.Context) error {
 	if a.started {
 		return errors.New("app: already started")
 	}
-	if a.cfg.Kafka != "" || a.cfg.Redis != "" {
-		return errors.New("app: the Kafka and Redis cluster backends are not implemented yet; leave --kafka and --redis empty")
-	}
 	keys, err := a.keyring()
 	if err != nil {
 		return err
@@ -183,6 +186,12 @@ func (a *App) Start(ctx context.Context) error {
 	if err != nil {
 		return u.fail(err)
 	}
+	var cl *clusterParts
+	if a.cfg.Cluster() {
+		if cl, err = a.startCluster(ctx, &u, st, keys); err != nil {
+			return u.fail(err)
+		}
+	}
 	if err := a.warnOutsideBaseURLs(ctx, st, baseURLs); err != nil {
 		return u.fail(err)
 	}
@@ -190,15 +199,20 @@ func (a *App) Start(ctx context.Context) error {
 	if err != nil {
 		return u.fail(err)
 	}
+	if cl != nil {
+		if err := cl.share(ctx, &u, set); err != nil {
+			return u.fail(err)
+		}
+	}
 	provider, closeProvider, err := a.provider(&u)
 	if err != nil {
 		return u.fail(err)
 	}
-	disp, err := a.startDispatcher(ctx, &u, st, provider, set)
+	disp, err := a.startDispatcher(ctx, &u, st, provider, set, cl)
 	if err != nil {
 		return u.fail(err)
 	}
-	pipe, err := a.startReceipts(ctx, &u, st, set, disp)
+	pipe, err := a.startReceipts(ctx, &u, st, set, disp, cl)
 	if err != nil {
 		return u.fail(err)
 	}
@@ -223,6 +237,7 @@ func (a *App) Start(ctx context.Context) error {
 		AppSecret:   a.cfg.AppSecret,
 		VerifyToken: a.cfg.VerifyToken,
 		ReadMarker:  readMarker(provider),
+		ReadyChecks: cl.readyChecks(),
 
 		ProviderBaseURLs: baseURLs,
 	})
@@ -244,11 +259,11 @@ func (a *App) Start(ctx context.Context) error {
 	a.store, a.listener, a.dispatcher, a.settings = st, ln, disp, set
 	a.receipts, a.closeProvider, a.events = pipe, closeProvider, evs
 	a.pruner = pruner
-	a.claim = claim
+	a.claim, a.cluster = claim, cl
 	a.watchLost(disp)
 	a.serve(api, ln)
 	a.started = true
-	a.log.Info("wamux started", "listen", ln.Addr().String(), "store", a.cfg.RedactedStore())
+	a.log.Info("wamux started", "listen", ln.Addr().String(), "store", a.cfg.RedactedStore(), "cluster", cl != nil, "node_id", a.cfg.NodeID)
 	return nil
 }
 
@@ -294,7 +309,9 @@ func (a *App) openClaimedStore(ctx context.Context, u *undoStack, keys *seal.Key
 		return nil, nil, err
 	}
 	owner, ok := st.(store.Owner)
-	if !ok {
+	if !ok || a.cfg.Cluster() {
+		// Cluster nodes share the store; each one's writes are fenced
+		// per partition instead.
 		u.push(func() { st.Close() })
 		return st, nil, nil
 	}
@@ -349,10 +366,14 @@ func readMarker(p outbound.Provider) httpapi.ReadMarker {
 	return nil
 }
 
-func (a *App) startDispatcher(ctx context.Context, u *undoStack, st store.Store, provider outbound.Provider, set *settings.Manager) (*outbound.Dispatcher, error) {
-	disp, err := outbound.New(outbound.Config{
+func (a *App) startDispatcher(ctx context.Context, u *undoStack, st store.Store, provider outbound.Provider, set *settings.Manager, cl *clusterParts) (*outbound.Dispatcher, error) {
+	cfg := outbound.Config{
 		Store: st, Provider: provider, Settings: set, Logger: a.log, Registry: a.registry,
-	})
+	}
+	if cl != nil {
+		cfg.Ownership, cfg.Limiter, cfg.Pairs = cl.own, cl.limiter, cl.pairs
+	}
+	disp, err := outbound.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("app: outbound: %w", err)
 	}
@@ -373,17 +394,17 @@ func (a *App) startDispatcher(ctx context.Context, u *undoStack, st store.Store,
 // the pipeline charges the recent ones to the account's bucket. The
 // dispatcher's compensator then waits for receipts the pipeline has not
 // processed yet before it resends.
-func (a *App) startReceipts(ctx context.Context, u *undoStack, st store.Store, set *settings.Manager, disp *outbound.Dispatcher) (*receipts.Pipeline, error) {
-	bloom := a.ReceiptBloom
-	if bloom.ExpectedPerHour == 0 && a.cfg.ReceiptBloomPerHour > 0 {
-		bloom.ExpectedPerHour = uint(a.cfg.ReceiptBloomPerHour)
+func (a *App) startReceipts(ctx context.Context, u *undoStack, st store.Store, set *settings.Manager, disp *outbound.Dispatcher, cl *clusterParts) (*receipts.Pipeline, error) {
+	bloom := a.bloomConfig()
+	cfg := receipts.Config{Store: st, Registry: a.registry, Settings: set, Logger: a.log, Bloom: bloom,
+		OnInbound: disp.ChargeInbound}
+	if cl != nil {
+		cfg.Stream, cfg.BloomFilter = cl.stream, cl.bloom
+		a.log.Info("receipt Bloom filter in redis", "keys_per_hour", bloom.ExpectedPerHour)
+	} else {
+		a.log.Info("receipt Bloom filter", "keys_per_hour", bloom.ExpectedPerHour, "mib", bloom.MemoryBytes()>>20)
 	}
-	if bloom.ExpectedPerHour == 0 {
-		bloom.ExpectedPerHour = receipts.BloomExpectedPerHourDefault
-	}
-	a.log.Info("receipt Bloom filter", "keys_per_hour", bloom.ExpectedPerHour, "mib", bloom.MemoryBytes()>>20)
-	pipe, err := receipts.New(receipts.Config{Store: st, Registry: a.registry, Settings: set, Logger: a.log, Bloom: bloom,
-		OnInbound: disp.ChargeInbound})
+	pipe, err := receipts.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("app: receipts: %w", err)
 	}
@@ -397,6 +418,19 @@ func (a *App) startReceipts(ctx context.Context, u *undoStack, st store.Store, s
 		pipe.Stop(c)
 	})
 	return pipe, nil
+}
+
+// bloomConfig sizes the receipt Bloom filter: ReceiptBloom, else the
+// configured keys per hour.
+func (a *App) bloomConfig() receipts.BloomConfig {
+	bloom := a.ReceiptBloom
+	if bloom.ExpectedPerHour == 0 && a.cfg.ReceiptBloomPerHour > 0 {
+		bloom.ExpectedPerHour = uint(a.cfg.ReceiptBloomPerHour)
+	}
+	if bloom.ExpectedPerHour == 0 {
+		bloom.ExpectedPerHour = receipts.BloomExpectedPerHourDefault
+	}
+	return bloom
 }
 
 // keyring builds the keys that seal secrets at rest (the accounts' access
@@ -496,7 +530,12 @@ func (a *App) Stop(ctx context.Context) error {
 	}
 	a.events.Stop() // deliveries in flight are attempted again after the next start
 	a.pruner.Stop()
-	a.closeProvider() // no call of the dispatcher is open any more
+	a.closeProvider()     // no call of the dispatcher is open any more
+	if a.cluster != nil { // the pipelines have stopped: nothing appends or acquires
+		if err := a.cluster.close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := a.store.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close store: %w", err))
 	}

@@ -25,6 +25,8 @@ type GatewayConfig struct {
 	// Env is added to the child's environment (WAMUX_API_KEYS and the
 	// like).
 	Env []string
+	// Args are added to the serve command line (--kafka, --node-id).
+	Args []string
 }
 
 // Gateway is a running `wamux serve` process.
@@ -62,6 +64,7 @@ func StartGateway(ctx context.Context, cfg GatewayConfig) (*Gateway, error) {
 	if cfg.Store != "" {
 		args = append(args, "--store", cfg.Store)
 	}
+	args = append(args, cfg.Args...)
 	cmd := exec.Command(cfg.Bin, args...)
 	cmd.Env = append(os.Environ(), cfg.Env...)
 	stdout, err := cmd.StdoutPipe()

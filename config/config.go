@@ -47,6 +47,8 @@ const (
 	// ReceiptBloomPerHourMax keeps a typo from allocating more memory than
 	// a gateway has: 50,000,000 keys an hour take about 6.6 GiB.
 	ReceiptBloomPerHourMax = 50_000_000
+	// RedisPrefixDefault starts the cluster's Redis keys and channels.
+	RedisPrefixDefault = "wamux:"
 	// ProviderBaseURLsDefault allows Meta's Graph API only.
 	ProviderBaseURLsDefault = wamux.DefaultBaseURL
 )
@@ -65,6 +67,10 @@ type Config struct {
 	// Store, or none of them (Validate).
 	Kafka string `yaml:"kafka"`
 	Redis string `yaml:"redis"`
+	// RedisPrefix starts every Redis key and channel of this cluster, so
+	// that several clusters (or tests) can share one server; every node of
+	// a cluster must be given the same.
+	RedisPrefix string `yaml:"redis_prefix"`
 	// NodeID names this node among the cluster's (account ownership,
 	// logs); empty: the host name. Unused in embedded mode.
 	NodeID string `yaml:"node_id"`
@@ -153,6 +159,7 @@ func Default() Config {
 		LogFormat:       LogFormatDefault,
 		LogLevel:        LogLevelDefault,
 		ShutdownTimeout: Duration(ShutdownTimeoutDefault),
+		RedisPrefix:     RedisPrefixDefault,
 
 		ProviderBaseURLs:    ProviderBaseURLsDefault,
 		ReceiptBloomPerHour: ReceiptBloomPerHourDefault,
@@ -418,6 +425,7 @@ func applyEnv(c *Config, getenv func(string) string) error {
 	env("WAMUX_STORE", &c.Store)
 	env("WAMUX_KAFKA", &c.Kafka)
 	env("WAMUX_REDIS", &c.Redis)
+	env("WAMUX_REDIS_PREFIX", &c.RedisPrefix)
 	env("WAMUX_NODE_ID", &c.NodeID)
 	env("WAMUX_APP_SECRET", &c.AppSecret)
 	env("WAMUX_VERIFY_TOKEN", &c.VerifyToken)

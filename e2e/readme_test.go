@@ -183,6 +183,7 @@ var configSample = map[string]string{
 	"store":                  "postgres://u@db:5432/wamux",
 	"kafka":                  "k1:9092",
 	"redis":                  "r1:6379",
+	"redis_prefix":           "fleet2.",
 	"api_keys":               "first-key-0001",
 	"app_secret":             "an-app-secret",
 	"verify_token":           "a-verify-token",
@@ -227,6 +228,8 @@ func configField(c config.Config, key string) string {
 		return c.Kafka
 	case "redis":
 		return c.Redis
+	case "redis_prefix":
+		return c.RedisPrefix
 	case "api_keys":
 		return strings.Join(c.APIKeys, ",")
 	case "app_secret":

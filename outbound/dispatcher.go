@@ -68,6 +68,11 @@ type Config struct {
 	// ratelimit.PairLimiter. The dispatcher sets its policy from the
 	// settings pair_interval and pair_burst.
 	Pairs ratelimit.Pairs
+	// Limiter holds the accounts' token buckets (redislimit behind a
+	// ratelimit.Fallback in a cluster); nil builds an in-process
+	// ratelimit.Local. The dispatcher makes it adaptive (cooldowns,
+	// throttles) and sets each account's limit on it.
+	Limiter ratelimit.Limiter
 	// Ownership says which accounts this node sends for, and fences the
 	// writes around each provider call (queued → sending, sending → its
 	// outcome) with the account's lease; an account it does not hold is
@@ -138,11 +143,15 @@ func New(cfg Config) (*Dispatcher, error) {
 		return nil, err
 	}
 	s := cfg.Settings.Current()
-	local, err := ratelimit.NewLocal(ratelimit.LocalConfig{Clock: cfg.Clock})
-	if err != nil {
-		return nil, fmt.Errorf("outbound: limiter: %w", err)
+	buckets := cfg.Limiter
+	if buckets == nil {
+		local, err := ratelimit.NewLocal(ratelimit.LocalConfig{Clock: cfg.Clock})
+		if err != nil {
+			return nil, fmt.Errorf("outbound: limiter: %w", err)
+		}
+		buckets = local
 	}
-	adaptive, err := ratelimit.NewAdaptive(local, ratelimit.AdaptiveConfig{Clock: cfg.Clock, CooldownMin: s.CooldownMin, CooldownMax: s.CooldownMax})
+	adaptive, err := ratelimit.NewAdaptive(buckets, ratelimit.AdaptiveConfig{Clock: cfg.Clock, CooldownMin: s.CooldownMin, CooldownMax: s.CooldownMax})
 	if err != nil {
 		return nil, fmt.Errorf("outbound: adaptive limiter: %w", err)
 	}

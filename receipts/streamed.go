@@ -28,6 +28,10 @@ import (
 // holder had in flight was stored whole or not at all, so past it there
 // is nothing left to repair.
 
+// streamRetryAfter is the wait asked of a sender whose receipts the
+// stream refused (Retry-After).
+const streamRetryAfter = 5 * time.Second
+
 // streamHandler is the pipeline's stream.Handler.
 type streamHandler struct {
 	p *Pipeline
@@ -62,7 +66,7 @@ func (p *Pipeline) appendStreamed(ctx context.Context, rs []wamux.Receipt) error
 			return ctx.Err()
 		}
 		p.log.Error("receipts: the stream refused an append", "receipts", len(rs), "err", err)
-		return wamux.Errorf(wamux.EUnavailable, "the receipt stream is unavailable")
+		return &wamux.Error{Code: wamux.EUnavailable, Message: "the receipt stream is unavailable", RetryAfter: streamRetryAfter}
 	}
 	p.c.appended.Add(int64(len(rs)))
 	for _, r := range rs {

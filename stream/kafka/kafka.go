@@ -155,6 +155,14 @@ func (l *Log) ensureTopic(ctx context.Context) error {
 	return nil
 }
 
+// Ping reports whether a broker answers within ctx (readiness).
+func (l *Log) Ping(ctx context.Context) error {
+	if err := l.prod.Ping(ctx); err != nil {
+		return fmt.Errorf("stream/kafka: ping: %w", err)
+	}
+	return nil
+}
+
 // Partitions implements stream.Log.
 func (l *Log) Partitions() int { return l.cfg.Partitions }
 
