@@ -154,9 +154,13 @@ func (c *clusterParts) buildRedisParts(ctx context.Context, a *App, keys *seal.K
 	if err != nil {
 		return fmt.Errorf("app: pair limiter key: %w", err)
 	}
-	c.pairs, err = redislimit.NewPairs(redislimit.PairsConfig{Client: c.redis, Prefix: prefix, RecipientKey: rkey})
+	sharedPairs, err := redislimit.NewPairs(redislimit.PairsConfig{Client: c.redis, Prefix: prefix, RecipientKey: rkey})
 	if err != nil {
 		return fmt.Errorf("app: redis pair limiter: %w", err)
+	}
+	c.pairs, err = ratelimit.NewPairsFallback(ratelimit.PairsFallbackConfig{Shared: sharedPairs, Logger: a.log, Registry: a.registry})
+	if err != nil {
+		return fmt.Errorf("app: pair limiter fallback: %w", err)
 	}
 	bloomCfg := a.bloomConfig()
 	bctx, cancel := context.WithTimeout(ctx, a.clusterTimeout())
@@ -195,7 +199,7 @@ func (a *App) connectKafka(ctx context.Context) (*kafka.Log, error) {
 
 // share makes the settings follow changes made on other nodes.
 func (c *clusterParts) share(ctx context.Context, u *undoStack, set *settings.Manager) error {
-	stop, err := set.Share(ctx, c.notifier)
+	stop, err := set.Share(ctx, settings.ShareConfig{Notifier: c.notifier})
 	if err != nil {
 		return fmt.Errorf("app: share settings over redis: %w", err)
 	}
