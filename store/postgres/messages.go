@@ -193,7 +193,8 @@ func (s *Store) UpdateMessage(ctx context.Context, u store.MessageUpdate) (bool,
 	if !storable(u.MsgID) {
 		return false, wamux.Errorf(wamux.ENotFound, "message %q not found", u.MsgID)
 	}
-	return updateMessage(ctx, s.pool, u, ms(s.now()))
+	rows, err := s.updates.do(ctx, u, ms(s.now()))
+	return updateOutcome(ctx, s.pool, u, rows, err)
 }
 
 // querier is what a pool and a transaction have in common.
@@ -212,7 +213,8 @@ const updateMessageSQL = `UPDATE messages SET
 		updated_at = $6
 	WHERE msg_id = $7 AND (cardinality($8::text[]) = 0 OR status = ANY($8::text[]))`
 
-func updateMessage(ctx context.Context, q querier, u store.MessageUpdate, now int64) (bool, error) {
+// updateStatement is the statement and arguments of one message update.
+func updateStatement(u store.MessageUpdate, now int64) (string, []any) {
 	from := make([]string, len(u.From))
 	for i, st := range u.From {
 		from[i] = string(st)
@@ -221,14 +223,20 @@ func updateMessage(ctx context.Context, q querier, u store.MessageUpdate, now in
 	if u.Fence != nil {
 		sql, args = updateMessageSQL+fencedSQL, append(args, u.Fence.Partition, u.Fence.Epoch)
 	}
-	tag, err := q.Exec(ctx, sql, args...)
+	return sql, args
+}
+
+// updateOutcome turns what an update statement did (rows changed, err)
+// into UpdateMessage's answer: an error for a unique violation, a stale
+// fence or a missing message, else whether the update applied.
+func updateOutcome(ctx context.Context, q querier, u store.MessageUpdate, rows int64, err error) (bool, error) {
 	if isUnique(err) {
 		return false, wamux.Errorf(wamux.EConflict, "wamid or client_seq of message %q already used by another message", u.MsgID)
 	}
 	if err != nil {
 		return false, fmt.Errorf("postgres: update message: %w", wrapErr(err))
 	}
-	if tag.RowsAffected() == 1 {
+	if rows == 1 {
 		return true, nil
 	}
 	if u.Fence != nil {

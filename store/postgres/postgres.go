@@ -1,7 +1,8 @@
 // Package postgres is the cluster store: PostgreSQL through a pgx pool.
-// Every write is its own transaction (the server does the group commit);
-// batches travel as arrays and are expanded with unnest, so one round trip
-// carries thousands of rows.
+// Message updates, a few per message sent, are group-committed: concurrent
+// ones share one pipelined transaction (updates.go). Other writes are each
+// their own transaction; batches travel as arrays and are expanded with
+// unnest, so one round trip carries thousands of rows.
 package postgres
 
 import (
@@ -66,6 +67,8 @@ type Store struct {
 	schema string
 	pool   *pgxpool.Pool
 	closed atomic.Bool
+	// updates group-commits UpdateMessage (updates.go).
+	updates *updateWriter
 	// logAcks: acknowledgements of receipt log entries (pipeline.go).
 	logAcks *receiptlog.Acks
 }
@@ -113,6 +116,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
+	s.startUpdates()
 	return s, nil
 }
 
@@ -133,6 +137,7 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	s.updates.stop()
 	s.pool.Close()
 	return nil
 }

@@ -151,12 +151,16 @@ func (s *Store) ApplySeq(ctx context.Context, st store.SeqState, updates []store
 	applied := make([]bool, len(updates))
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		now := ms(s.now())
+		rows, err := pipelineUpdates(ctx, tx, updates, now)
+		if err != nil {
+			return err
+		}
 		for i, u := range updates {
-			ok, err := updateMessage(ctx, tx, u, now)
-			if err != nil {
+			// Why an update changed nothing is asked in the transaction:
+			// a stale fence undoes the whole call.
+			if applied[i], err = updateOutcome(ctx, tx, u, rows[i], nil); err != nil {
 				return err
 			}
-			applied[i] = ok
 		}
 		return putSeq(ctx, tx, st, now)
 	})
@@ -212,4 +216,33 @@ func (s *Store) PutSettings(ctx context.Context, kv map[string]string) error {
 			keys, vals, now)
 		return err
 	})
+}
+
+// pipelineUpdates sends the updates in one round trip and returns the
+// rows each changed; the first failure is returned as updateOutcome maps
+// it.
+func pipelineUpdates(ctx context.Context, tx pgx.Tx, updates []store.MessageUpdate, now int64) ([]int64, error) {
+	rows := make([]int64, len(updates))
+	if len(updates) == 0 {
+		return rows, nil
+	}
+	b := &pgx.Batch{}
+	for _, u := range updates {
+		sql, args := updateStatement(u, now)
+		b.Queue(sql, args...)
+	}
+	br := tx.SendBatch(ctx, b)
+	for i, u := range updates {
+		tag, err := br.Exec()
+		if err != nil {
+			br.Close()
+			_, err = updateOutcome(ctx, tx, u, 0, err)
+			return nil, err
+		}
+		rows[i] = tag.RowsAffected()
+	}
+	if err := br.Close(); err != nil {
+		return nil, fmt.Errorf("postgres: update messages: %w", wrapErr(err))
+	}
+	return rows, nil
 }
