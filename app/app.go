@@ -28,6 +28,7 @@ import (
 	"github.com/wamux/wamux/internal/netguard"
 	"github.com/wamux/wamux/internal/seal"
 	"github.com/wamux/wamux/outbound"
+	"github.com/wamux/wamux/ownership"
 	"github.com/wamux/wamux/provider/cloudapi"
 	"github.com/wamux/wamux/receipts"
 	"github.com/wamux/wamux/retention"
@@ -61,6 +62,10 @@ type App struct {
 	dispatcher *outbound.Dispatcher
 	// cluster are the shared backends in cluster mode (nil embedded).
 	cluster *clusterParts
+	// embedded is the ownership the dispatcher follows outside cluster
+	// mode: every partition, held while the claim lasts, so that the
+	// dispatcher fences its message updates as a cluster node does.
+	embedded *ownership.Embedded
 	// claim makes this process the store's only gateway (nil for a store
 	// that cannot be claimed); watchLost stops the dispatcher when the
 	// claim is lost, and reports it on fatal.
@@ -208,7 +213,11 @@ func (a *App) Start(ctx context.Context) error {
 	if err != nil {
 		return u.fail(err)
 	}
-	disp, err := a.startDispatcher(ctx, &u, st, provider, set, cl)
+	own, embedded, err := a.ownership(ctx, &u, st, claim, cl)
+	if err != nil {
+		return u.fail(err)
+	}
+	disp, err := a.startDispatcher(ctx, &u, st, provider, set, own, cl)
 	if err != nil {
 		return u.fail(err)
 	}
@@ -259,7 +268,7 @@ func (a *App) Start(ctx context.Context) error {
 	a.store, a.listener, a.dispatcher, a.settings = st, ln, disp, set
 	a.receipts, a.closeProvider, a.events = pipe, closeProvider, evs
 	a.pruner = pruner
-	a.claim, a.cluster = claim, cl
+	a.claim, a.cluster, a.embedded = claim, cl, embedded
 	a.watchLost(disp)
 	a.serve(api, ln)
 	a.started = true
@@ -366,12 +375,33 @@ func readMarker(p outbound.Provider) httpapi.ReadMarker {
 	return nil
 }
 
-func (a *App) startDispatcher(ctx context.Context, u *undoStack, st store.Store, provider outbound.Provider, set *settings.Manager, cl *clusterParts) (*outbound.Dispatcher, error) {
+// ownership is what the dispatcher follows: in cluster mode the
+// partitions the receipt topic's group assigns (cl.own); otherwise every
+// partition of the store, acquired for this gateway and held while its
+// claim lasts (Embedded), so that its updates are fenced the same way.
+func (a *App) ownership(ctx context.Context, u *undoStack, st store.Store, claim store.Claim, cl *clusterParts) (ownership.Ownership, *ownership.Embedded, error) {
+	if cl != nil {
+		return cl.own, nil, nil
+	}
+	own, err := ownership.NewEmbedded(ctx, ownership.Config{Store: st, Logger: a.log}, claim)
+	if err != nil {
+		return nil, nil, fmt.Errorf("app: %w", err)
+	}
+	u.push(func() { own.Close() })
+	return own, own, nil
+}
+
+// clusterReload is how often a cluster node looks in the store for the
+// messages other nodes stored for the accounts it holds
+// (outbound.Config.ReloadInterval).
+const clusterReload = 2 * time.Second
+
+func (a *App) startDispatcher(ctx context.Context, u *undoStack, st store.Store, provider outbound.Provider, set *settings.Manager, own ownership.Ownership, cl *clusterParts) (*outbound.Dispatcher, error) {
 	cfg := outbound.Config{
-		Store: st, Provider: provider, Settings: set, Logger: a.log, Registry: a.registry,
+		Store: st, Provider: provider, Settings: set, Logger: a.log, Registry: a.registry, Ownership: own,
 	}
 	if cl != nil {
-		cfg.Ownership, cfg.Limiter, cfg.Pairs = cl.own, cl.limiter, cl.pairs
+		cfg.Limiter, cfg.Pairs, cfg.ReloadInterval = cl.limiter, cl.pairs, clusterReload
 	}
 	disp, err := outbound.New(cfg)
 	if err != nil {
@@ -530,6 +560,9 @@ func (a *App) Stop(ctx context.Context) error {
 	}
 	a.events.Stop() // deliveries in flight are attempted again after the next start
 	a.pruner.Stop()
+	if a.embedded != nil { // the dispatcher has stopped: it watches it no more
+		a.embedded.Close()
+	}
 	a.closeProvider()     // no call of the dispatcher is open any more
 	if a.cluster != nil { // the pipelines have stopped: nothing appends or acquires
 		if err := a.cluster.close(); err != nil {

@@ -73,12 +73,28 @@ type Config struct {
 	// ratelimit.Local. The dispatcher makes it adaptive (cooldowns,
 	// throttles) and sets each account's limit on it.
 	Limiter ratelimit.Limiter
-	// Ownership says which accounts this node sends for, and fences the
-	// writes around each provider call (queued → sending, sending → its
-	// outcome) with the account's lease; an account it does not hold is
-	// not worked on. nil: every account, unfenced.
+	// Ownership says which accounts this node works on: only the
+	// accounts of held partitions have a worker here (queue, reorder
+	// buffer, sends), started when Watch tells a partition is assigned
+	// and stopped when it is revoked, and every message update a worker
+	// writes carries the account's lease as its fence. nil: every
+	// account, unfenced.
 	Ownership ownership.Ownership
+	// RevokeDrain bounds how long a revoke waits for the provider calls
+	// of the partition's accounts to end and be recorded; a call still
+	// open then is abandoned: its message stays sending, for the next
+	// holder to treat as of unknown outcome. 0: RevokeDrainDefault.
+	RevokeDrain time.Duration
+	// ReloadInterval is how often, with an Ownership, the dispatcher
+	// looks in the store for what reached it without this node: held
+	// accounts created elsewhere, and messages submitted through other
+	// nodes, which store them and queue nothing (see Reload). 0: only
+	// when Reload is called.
+	ReloadInterval time.Duration
 }
+
+// RevokeDrainDefault is the RevokeDrain when none is given.
+const RevokeDrainDefault = 10 * time.Second
 
 // Dispatcher takes admitted messages to the provider: reorder buffer,
 // routing, per-account queues, limits, the retry loop and compensation of
@@ -99,6 +115,11 @@ type Dispatcher struct {
 	maxIn    int
 	// throttles logs the provider's throttle answers.
 	throttles throttleLog
+	// revokeDrain and reloadEvery are Config.RevokeDrain and
+	// ReloadInterval; reloads wakes the reloader (Reload).
+	revokeDrain time.Duration
+	reloadEvery time.Duration
+	reloads     chan struct{}
 
 	// Lock order: routeMu, then mu, then a worker's mu. A worker's
 	// cooldownMu is taken with none of them held.
@@ -164,6 +185,9 @@ func New(cfg Config) (*Dispatcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbound: pair limiter: %w", err)
 	}
+	if cfg.RevokeDrain <= 0 {
+		cfg.RevokeDrain = RevokeDrainDefault
+	}
 	d := &Dispatcher{
 		own:      cfg.Ownership,
 		store:    cfg.Store,
@@ -182,7 +206,9 @@ func New(cfg Config) (*Dispatcher, error) {
 		transit:  make(map[string]int),
 		held:     make(map[string]bool),
 		owed:     make(map[string]owedOwner),
+		reloads:  make(chan struct{}, 1),
 	}
+	d.revokeDrain, d.reloadEvery = cfg.RevokeDrain, cfg.ReloadInterval
 	if tc, ok := cfg.Clock.(timerClock); ok {
 		d.timers = tc
 	}
@@ -222,10 +248,11 @@ func (d *Dispatcher) settingsChanged(old, next settings.Values) {
 }
 
 // Start recovers the state a previous process left and starts one worker
-// per account. Messages found in status sending were with the provider when
-// that process died: their outcome is unknown, so they go to compensation,
+// per account (with an Ownership: per account of a held partition).
+// Messages found in status sending were with the provider when that
+// process died: their outcome is unknown, so they go to compensation,
 // never straight to a resend.
-func (d *Dispatcher) Start(ctx context.Context) error {
+func (d *Dispatcher) Start(ctx context.Context) (err error) {
 	// No recipient is routed before repairOwners has run.
 	d.routeMu.Lock()
 	defer d.routeMu.Unlock()
@@ -234,43 +261,113 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	if d.running {
 		return errors.New("outbound: already started")
 	}
+	d.ctx, d.cancel = context.WithCancel(context.Background())
+	d.sendCtx, d.abandon = context.WithCancel(context.Background())
+	defer func() {
+		if err != nil {
+			d.cancel()
+			if d.unwatch != nil {
+				d.unwatch()
+			}
+		}
+	}()
+	if d.own != nil {
+		// Watched before the leases are read: a change after the read
+		// is told after it, and its call waits for mu, so for Start to
+		// have run. The first call tells the partitions held now, whose
+		// workers Start has started already (takeUp skips them).
+		d.unwatch = d.own.Watch(d.ownershipChanged)
+	}
 	accounts, err := d.store.ListAccounts(ctx)
 	if err != nil {
 		return fmt.Errorf("outbound: load accounts: %w", err)
 	}
-	sending, err := d.store.ListMessages(ctx, store.MessageFilter{Statuses: []wamux.Status{wamux.StatusSending}, Limit: 1 << 30})
+	if d.own == nil {
+		if err := d.sweepSending(ctx, nil); err != nil {
+			return err
+		}
+	}
+	var held []wamux.Account
+	for _, a := range accounts {
+		d.accounts[a.ID] = a
+		if d.own == nil {
+			if err := d.startWorker(ctx, a, ownership.Lease{}); err != nil {
+				return err
+			}
+			continue
+		}
+		if _, ok := d.own.Lease(a.ID); ok {
+			held = append(held, a)
+		}
+	}
+	if err := d.startHeld(ctx, held); err != nil {
+		return err
+	}
+	if err := d.repairOwners(ctx); err != nil {
+		return err
+	}
+	if d.own != nil {
+		d.wg.Add(1)
+		go d.reloader(d.ctx)
+	}
+	d.running = true
+	return nil
+}
+
+// unknownAtStop is the last_error of a message found sending by the
+// worker that takes its account up.
+const unknownAtStop = "outcome unknown: the gateway stopped during the provider call"
+
+// sweepSending makes the messages in status sending unknown: every one
+// (only is nil) or those of the account only names, under its worker's
+// fence. Their provider call was cut by a stop, or is still open on
+// another node that lost the account (the fence refuses its outcome
+// then), so compensation decides them.
+func (d *Dispatcher) sweepSending(ctx context.Context, only *worker) error {
+	f := store.MessageFilter{Statuses: []wamux.Status{wamux.StatusSending}, Limit: 1 << 30}
+	if only != nil {
+		f.AccountID = only.id
+	}
+	sending, err := d.store.ListMessages(ctx, f)
 	if err != nil {
 		return fmt.Errorf("outbound: load in-flight messages: %w", err)
 	}
-	lastErr := "outcome unknown: the gateway stopped during the provider call"
+	lastErr := unknownAtStop
 	for _, m := range sending {
-		if _, err := d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: m.ID, From: []wamux.Status{wamux.StatusSending},
-			Status: wamux.StatusUnknown, LastError: &lastErr}); err != nil {
+		u := store.MessageUpdate{MsgID: m.ID, From: []wamux.Status{wamux.StatusSending}, Status: wamux.StatusUnknown, LastError: &lastErr}
+		if only != nil {
+			_, err = only.update(ctx, u)
+		} else {
+			_, err = d.store.UpdateMessage(ctx, u)
+		}
+		if err != nil {
 			return fmt.Errorf("outbound: mark %s unknown: %w", m.ID, err)
 		}
 	}
 	if len(sending) > 0 {
-		d.log.Warn("messages in flight at the last stop are now unknown and go to compensation", "count", len(sending))
+		d.log.Warn("messages in flight at the last stop are now unknown and go to compensation", "count", len(sending), "account_id", f.AccountID)
 	}
-	d.ctx, d.cancel = context.WithCancel(context.Background())
-	d.sendCtx, d.abandon = context.WithCancel(context.Background())
+	return nil
+}
+
+// startHeld starts the workers of accounts this node holds, each under
+// the account's lease as Ownership tells it now, after sweeping its
+// messages left sending (sweepSending). An account whose lease is refused
+// meanwhile (another node took its partition) is left out: the lease is
+// dropped (Ownership.Fenced). The caller holds routeMu and mu.
+func (d *Dispatcher) startHeld(ctx context.Context, accounts []wamux.Account) error {
 	for _, a := range accounts {
-		d.accounts[a.ID] = a
-		if err := d.startWorker(ctx, a); err != nil {
-			d.cancel()
+		lease, ok := d.own.Lease(a.ID)
+		if !ok {
+			continue
+		}
+		if err := d.startWorker(ctx, a, lease); err != nil {
+			if errors.Is(err, store.ErrFenced) {
+				continue
+			}
 			return err
 		}
 	}
-	if err := d.repairOwners(ctx); err != nil {
-		d.cancel()
-		return err
-	}
-	if d.own != nil {
-		// A worker of an account no longer held stops at its next round,
-		// and one held again resumes.
-		d.unwatch = d.own.Watch(func(ownership.Change) { d.kickAll() })
-	}
-	d.running = true
 	return nil
 }
 
@@ -280,6 +377,146 @@ func (d *Dispatcher) kickAll() {
 	defer d.mu.Unlock()
 	for _, w := range d.workers {
 		w.kick()
+	}
+}
+
+// ownershipChanged follows a change of the partitions this node holds
+// (the Ownership's Watch).
+func (d *Dispatcher) ownershipChanged(c ownership.Change) {
+	if len(c.Revoked) > 0 {
+		d.giveUp(c.Revoked)
+	}
+	if len(c.Assigned) > 0 {
+		d.takeUp()
+	}
+}
+
+// giveUp stops the workers of the revoked partitions' accounts: they take
+// no new work at once, and leave this node's memory (queues, reorder
+// buffers, routing); what they hold is in the store for the next holder.
+// It returns once their provider calls have ended and been recorded, or
+// once RevokeDrain has passed: a call still open then is abandoned, its
+// message left sending, as a crash would leave it, which the next
+// holder's start of the account makes unknown and compensates.
+func (d *Dispatcher) giveUp(revoked []ownership.Lease) {
+	d.routeMu.Lock()
+	d.mu.Lock()
+	var leaving []*worker
+	for id, w := range d.workers {
+		for _, l := range revoked {
+			if w.lease.Partition == l.Partition {
+				w.revoked.Store(true)
+				w.cancel()
+				delete(d.workers, id)
+				leaving = append(leaving, w)
+				break
+			}
+		}
+	}
+	d.routeMu.Unlock()
+	d.mu.Unlock()
+	if len(leaving) == 0 {
+		return
+	}
+	timeout := make(chan struct{})
+	stop := d.timers.AfterFunc(d.revokeDrain, func() { close(timeout) })
+	defer stop()
+	for _, w := range leaving {
+		select {
+		case <-w.exited:
+			continue
+		case <-timeout:
+		}
+		w.abandoned.Store(true)
+		d.log.Warn("partition revoked with provider calls still open; their messages stay sending for the next holder to compensate",
+			"account_id", w.id, "partition", w.lease.Partition, "drain", d.revokeDrain)
+	}
+	d.log.Info("partitions revoked; their accounts' work stopped here", "leases", revoked, "accounts", len(leaving))
+}
+
+// takeUp starts a worker for every account of a held partition that has
+// none: after an assignment, and whenever the reloader looks (an account
+// created elsewhere, a start that failed). Accounts are read again from
+// the store, where another node may have created or changed them.
+func (d *Dispatcher) takeUp() {
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	accounts, err := d.store.ListAccounts(ctx)
+	if err != nil {
+		d.log.Error("take up held partitions: load accounts", "err", err)
+		return
+	}
+	d.routeMu.Lock()
+	defer d.routeMu.Unlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.running {
+		return
+	}
+	var start []wamux.Account
+	for _, a := range accounts {
+		if _, ok := d.own.Lease(a.ID); !ok {
+			if _, known := d.accounts[a.ID]; !known {
+				d.accounts[a.ID] = a // for routing
+			}
+			continue
+		}
+		if _, ok := d.workers[a.ID]; !ok {
+			d.accounts[a.ID] = a
+			start = append(start, a)
+		}
+	}
+	if len(start) == 0 {
+		return
+	}
+	if err := d.startHeld(ctx, start); err != nil {
+		d.log.Error("take up held partitions", "err", err)
+	}
+	if err := d.repairOwners(ctx); err != nil {
+		d.log.Error("take up held partitions", "err", err)
+	}
+	d.log.Info("accounts of held partitions taken up", "accounts", len(start))
+}
+
+// Reload asks the dispatcher to look in the store for what reached it
+// without this node: with an Ownership, each held account's messages
+// submitted through other nodes (they store a message for an account
+// they do not hold and queue it nowhere), released or moved there, and
+// held accounts created elsewhere. It returns at once; the workers look
+// at their next round. Without an Ownership it does nothing. It also
+// runs every ReloadInterval.
+func (d *Dispatcher) Reload() {
+	select {
+	case d.reloads <- struct{}{}:
+	default:
+	}
+}
+
+// reloader runs Reload's requests until ctx ends.
+func (d *Dispatcher) reloader(ctx context.Context) {
+	defer d.wg.Done()
+	stop := func() bool { return false }
+	defer func() { stop() }()
+	if d.reloadEvery > 0 {
+		stop = d.timers.AfterFunc(d.reloadEvery, d.Reload)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.reloads:
+		}
+		stop()
+		d.takeUp()
+		d.mu.Lock()
+		for _, w := range d.workers {
+			w.reload.Store(true)
+			w.kick()
+		}
+		d.mu.Unlock()
+		if d.reloadEvery > 0 {
+			stop = d.timers.AfterFunc(d.reloadEvery, d.Reload)
+		}
 	}
 }
 
@@ -329,22 +566,30 @@ func (d *Dispatcher) repairOwners(ctx context.Context) error {
 }
 
 // startWorker restores one account's queue and reorder buffer and starts
-// its goroutine. The caller holds d.mu.
-func (d *Dispatcher) startWorker(ctx context.Context, a wamux.Account) error {
+// its goroutines, under lease with an Ownership, whose messages left
+// sending it sweeps first. The caller holds d.mu.
+func (d *Dispatcher) startWorker(ctx context.Context, a wamux.Account, lease ownership.Lease) error {
 	if err := d.setLimit(ctx, a); err != nil {
 		return err
 	}
 	if !a.CooldownUntil.IsZero() {
 		d.limiter.CoolDown(a.ID, a.CooldownUntil)
 	}
-	w := newWorker(d, a)
+	w := newWorker(d, a, lease)
+	if d.own != nil {
+		if err := d.sweepSending(ctx, w); err != nil {
+			return fmt.Errorf("outbound: take up account %s: %w", a.ID, err)
+		}
+	}
 	if err := w.restore(ctx); err != nil {
 		return fmt.Errorf("outbound: restore account %s: %w", a.ID, err)
 	}
 	d.workers[a.ID] = w
+	var wctx context.Context
+	wctx, w.cancel = context.WithCancel(d.ctx)
 	d.wg.Add(2)
-	go w.run(d.ctx)
-	go w.evacuator(d.ctx)
+	go w.run(wctx)
+	go w.evacuator(wctx)
 	if a.State == wamux.AccountDisabled {
 		w.requestEvacuation()
 	}
@@ -441,7 +686,16 @@ func (d *Dispatcher) applyAccount(ctx context.Context, a wamux.Account) (*worker
 		if !d.running {
 			return nil, nil
 		}
-		if err := d.startWorker(ctx, a); err != nil {
+		lease, held := ownership.Lease{}, true
+		if d.own != nil {
+			// An account of a partition another node holds is
+			// worked on there, which takes it up at its next reload.
+			lease, held = d.own.Lease(a.ID)
+		}
+		if !held {
+			return nil, nil
+		}
+		if err := d.startWorker(ctx, a, lease); err != nil {
 			return nil, err
 		}
 		if d.usable(a) {
@@ -586,6 +840,10 @@ func (d *Dispatcher) Submit(ctx context.Context, msgs []wamux.Message) ([]Submit
 			results[i].Err = conflictError(b.toInsert[j], r.Existing)
 		}
 	}
+	// A message of an account this node does not hold (with an
+	// Ownership) has no worker here: it is stored only, and its account's
+	// holder finds it in the store at its next reload (Reload,
+	// ReloadInterval).
 	for _, m := range fresh {
 		if w, ok := d.worker(m.AccountID); ok {
 			w.submit(m)
@@ -742,7 +1000,17 @@ func (d *Dispatcher) decideHeld(ctx context.Context, msgID string, to wamux.Stat
 	if err != nil {
 		return m, err
 	}
-	ok, err := d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: msgID, From: []wamux.Status{wamux.StatusHeld}, Status: to})
+	u := store.MessageUpdate{MsgID: msgID, From: []wamux.Status{wamux.StatusHeld}, Status: to}
+	var ok bool
+	if w, held := d.worker(m.AccountID); held {
+		ok, err = w.update(ctx, u)
+	} else {
+		// No worker here (with an Ownership: another node holds the
+		// account). A held message is worked on by no node, so the
+		// change from held decides alone; a released one is found
+		// queued in the store by the holder's next reload.
+		ok, err = d.store.UpdateMessage(ctx, u)
+	}
 	if err != nil {
 		return m, err
 	}

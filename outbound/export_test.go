@@ -74,3 +74,10 @@ func (d *Dispatcher) HeldPeak(accountID string) int {
 	defer w.mu.Unlock()
 	return w.peakSnap
 }
+
+// Works reports whether the dispatcher has a worker for the account (with
+// an Ownership: the account is held here, and not revoked).
+func (d *Dispatcher) Works(accountID string) bool {
+	_, ok := d.worker(accountID)
+	return ok
+}

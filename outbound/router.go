@@ -2,6 +2,7 @@ package outbound
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -219,7 +220,10 @@ func (d *Dispatcher) firstBackFromCooldown(pool []wamux.Account) string {
 func (d *Dispatcher) moveRecipient(ctx context.Context, to, from, dest string) (moved int, all bool) {
 	old, ok := d.worker(from)
 	if !ok {
-		return 0, true
+		// With an Ownership, from may be another node's: its messages
+		// are moved only by their holder (its evacuator), and the
+		// recipient stays behind them until then.
+		return 0, d.own == nil
 	}
 	next, ok := d.worker(dest)
 	if !ok {
@@ -328,6 +332,9 @@ func (w *worker) yieldRecipient(to, dest string) handoffResult {
 	if !ok && len(stored) == 0 {
 		return handoffResult{all: true}
 	}
+	if !w.held() {
+		return handoffResult{}
+	}
 	var moved []*item
 	var msgs []*item
 	if ok {
@@ -343,9 +350,14 @@ func (w *worker) yieldRecipient(to, dest string) handoffResult {
 			// committed; the provider was not called after it.
 			from = append(from, wamux.StatusSending)
 		}
-		ok, err := w.d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: m.ID, From: from,
+		ok, err := w.update(ctx, store.MessageUpdate{MsgID: m.ID, From: from,
 			Status: wamux.StatusQueued, AccountID: dest})
 		cancel()
+		if errors.Is(err, store.ErrFenced) {
+			// Another node holds this account now and cannot undo the
+			// move: what moved so far is dest's to load.
+			return handoffResult{lost: countOf(moved)}
+		}
 		if err != nil || !ok {
 			w.d.log.Error("move a queued message with its recipient", "account_id", w.id, "to_account", dest, "msg_id", m.ID, "moved", ok, "err", err)
 			w.unmove(moved)
@@ -356,9 +368,16 @@ func (w *worker) yieldRecipient(to, dest string) handoffResult {
 	res := handoffResult{moved: moved}
 	for i, m := range stored {
 		ctx, cancel := bg()
-		ok, err := w.d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: m.ID, From: []wamux.Status{wamux.StatusQueued},
+		ok, err := w.update(ctx, store.MessageUpdate{MsgID: m.ID, From: []wamux.Status{wamux.StatusQueued},
 			Status: wamux.StatusQueued, AccountID: dest})
 		cancel()
+		if errors.Is(err, store.ErrFenced) {
+			lost := countOf(moved)
+			for _, m := range stored[:i] {
+				lost[m.Priority]++
+			}
+			return handoffResult{lost: lost}
+		}
 		if err != nil || !ok {
 			w.d.log.Error("move a queued message with its recipient", "account_id", w.id, "to_account", dest, "msg_id", m.ID, "moved", ok, "err", err)
 			w.unmove(moved)
@@ -387,7 +406,7 @@ func (w *worker) unmoveStored(ms []wamux.Message) [3]int {
 	var lost [3]int
 	for _, m := range ms {
 		ctx, cancel := bg()
-		_, err := w.d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: m.ID, From: []wamux.Status{wamux.StatusQueued},
+		_, err := w.update(ctx, store.MessageUpdate{MsgID: m.ID, From: []wamux.Status{wamux.StatusQueued},
 			Status: wamux.StatusQueued, AccountID: w.id})
 		cancel()
 		if err != nil {
@@ -405,13 +424,22 @@ func (w *worker) unmoveStored(ms []wamux.Message) [3]int {
 func (w *worker) unmove(its []*item) {
 	for _, it := range its {
 		ctx, cancel := bg()
-		_, err := w.d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: it.msg.ID, From: []wamux.Status{wamux.StatusQueued},
+		_, err := w.update(ctx, store.MessageUpdate{MsgID: it.msg.ID, From: []wamux.Status{wamux.StatusQueued},
 			Status: wamux.StatusQueued, AccountID: w.id})
 		cancel()
 		if err != nil {
 			w.d.log.Error("store a message back under its account after a failed move", "account_id", w.id, "msg_id", it.msg.ID, "err", err)
 		}
 	}
+}
+
+// countOf counts items per priority.
+func countOf(its []*item) [3]int {
+	var n [3]int
+	for _, it := range its {
+		n[it.msg.Priority]++
+	}
+	return n
 }
 
 // movable reports whether every message of a recipient waits in the queue

@@ -107,16 +107,14 @@ func (w *worker) markSending(it *item) (act action, delay time.Duration, ok bool
 			attempt = 0
 		}
 	}
-	u := store.MessageUpdate{MsgID: it.msg.ID, From: from, Status: wamux.StatusSending, AttemptsDelta: attempt}
-	lease, ok := w.fence(&u)
-	if !ok {
+	if !w.held() {
+		// Revoked since the launch: the next holder sends it.
 		return actRetry, 0, false
 	}
 	ctx, cancel := bg()
-	updated, err := w.d.store.UpdateMessage(ctx, u)
+	updated, err := w.update(ctx, store.MessageUpdate{MsgID: it.msg.ID, From: from, Status: wamux.StatusSending, AttemptsDelta: attempt})
 	cancel()
 	if errors.Is(err, store.ErrFenced) {
-		w.fenced(lease, it.msg.ID, err)
 		return actRetry, 0, false
 	}
 	if err != nil {
@@ -349,7 +347,7 @@ func (w *worker) finish(it *item, st wamux.Status, wamid string, lastErr *string
 		// on; it keeps its status but must still learn its wamid.
 		m, err := w.d.store.GetMessage(ctx, it.msg.ID)
 		if err == nil && m.WAMID == "" {
-			_, err = w.d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: m.ID, From: []wamux.Status{m.Status}, Status: m.Status, WAMID: wamid})
+			_, err = w.update(ctx, store.MessageUpdate{MsgID: m.ID, From: []wamux.Status{m.Status}, Status: m.Status, WAMID: wamid})
 		}
 		if err != nil {
 			w.d.log.Error("store wamid", "account_id", w.id, "msg_id", it.msg.ID, "err", err)
@@ -404,7 +402,7 @@ func (w *worker) applyEarlyStatus(ctx context.Context, msgID, wamid string) {
 	}
 	u := store.MessageUpdate{MsgID: msgID, From: wamux.ForwardFrom(target), Status: target,
 		LastError: wamux.LastErrorFor(target, reason)}
-	if _, err := w.d.store.UpdateMessage(ctx, u); err != nil {
+	if _, err := w.update(ctx, u); err != nil {
 		w.d.log.Error("apply early status", "account_id", w.id, "msg_id", msgID, "err", err)
 	}
 }
@@ -444,21 +442,16 @@ const (
 // error) or when the dispatcher abandons its calls (Stop's bound ran out):
 // the message then stays sending, which the next Start makes unknown.
 func (w *worker) record(u store.MessageUpdate) (bool, error) {
-	lease, held := w.fence(&u)
-	if !held {
-		return false, fmt.Errorf("store %s outcome: account %s is not held by this node: %w", u.Status, w.id, store.ErrFenced)
-	}
 	delay := recordRetryBase
 	for {
 		ctx, cancel := bg()
-		ok, err := w.d.store.UpdateMessage(ctx, u)
+		ok, err := w.update(ctx, u)
 		cancel()
 		if err == nil {
 			return ok, nil
 		}
 		if errors.Is(err, store.ErrFenced) {
-			w.fenced(lease, u.MsgID, err)
-			return false, err
+			return false, fmt.Errorf("store %s outcome: %w", u.Status, err)
 		}
 		if c := wamux.ErrorCode(err); c != wamux.EInternal && c != wamux.EUnavailable {
 			return false, err
@@ -564,33 +557,64 @@ func (w *worker) disable(reason string) {
 	w.setAccount(a)
 }
 
-// held reports whether this node works on the account now (always
-// without an Ownership).
+// held reports whether this worker takes new work: always without an
+// Ownership; with one, until its lease is revoked or refused.
 func (w *worker) held() bool {
-	if w.d.own == nil {
-		return true
-	}
-	_, ok := w.d.own.Lease(w.id)
-	return ok
+	return !w.revoked.Load()
 }
 
-// fence puts the account's lease on u and returns it; ok is false when
-// this node does not hold the account (u must not be written).
+// errAbandoned is the error of a write the worker no longer makes: the
+// drain after its lease's revoke ran out of time.
+var errAbandoned = fmt.Errorf("outbound: the account's lease was revoked and its drain abandoned: %w", store.ErrFenced)
+
+// fence puts the worker's lease on u and returns it; ok is false when
+// nothing may be written under it any more (the drain after its revoke
+// was abandoned). A revoked lease still fences the writes of the
+// attempts it drains: the store refuses them once another node acquired
+// the partition.
 func (w *worker) fence(u *store.MessageUpdate) (lease ownership.Lease, ok bool) {
-	if w.d.own == nil {
-		return ownership.Lease{}, true
+	if w.abandoned.Load() {
+		return w.lease, false
 	}
-	if lease, ok = w.d.own.Lease(w.id); ok {
-		u.Fence = lease.Fence()
+	u.Fence = w.leaseFence
+	return w.lease, true
+}
+
+// fenceAll is fence for every update of a batch.
+func (w *worker) fenceAll(us []store.MessageUpdate) bool {
+	if w.abandoned.Load() {
+		return false
 	}
-	return lease, ok
+	for i := range us {
+		us[i].Fence = w.leaseFence
+	}
+	return true
+}
+
+// update writes a message update of the account under the worker's
+// fence; a refusal (ErrFenced) stops the worker (fenced).
+func (w *worker) update(ctx context.Context, u store.MessageUpdate) (bool, error) {
+	lease, ok := w.fence(&u)
+	if !ok {
+		return false, errAbandoned
+	}
+	updated, err := w.d.store.UpdateMessage(ctx, u)
+	if errors.Is(err, store.ErrFenced) {
+		w.fenced(lease, u.MsgID, err)
+	}
+	return updated, err
 }
 
 // fenced handles the store's refusal of a write under lease: another
-// node acquired the account's partition, so this one drops it and stops
-// working on its accounts; the message is the new holder's to send.
+// node acquired the account's partition, so this worker takes no new
+// work and the lease is dropped (Ownership.Fenced), which stops every
+// worker of the partition; the messages are the new holder's to send.
 func (w *worker) fenced(lease ownership.Lease, msgID string, err error) {
+	if w.revoked.Swap(true) {
+		return
+	}
 	w.d.log.Warn("another node holds the account's partition; this node stops sending for it",
 		"account_id", w.id, "msg_id", msgID, "partition", lease.Partition, "epoch", lease.Epoch, "err", err)
 	w.d.own.Fenced(lease)
+	w.kick()
 }

@@ -299,3 +299,39 @@ func (w *worker) adoptStored(n [3]int) {
 		w.win.stored[p] += n[p]
 	}
 }
+
+// rereadStore looks in the store for the account's messages that reached
+// it without this worker: submitted through another node (which stores
+// them and queues nothing), released by an operator there, moved here by
+// another node's evacuation. Those waiting for their seq go through the
+// reorder buffer, as if submitted here, except the ones it holds or
+// released already (unstored); the queued ones are loaded by the window,
+// which from now on takes its new messages behind them. A message found
+// both here and in the inbox later is sent once: its status leaves queued
+// with the first attempt, which the second cannot repeat (markSending).
+func (w *worker) rereadStore() {
+	ctx, cancel := bg()
+	defer cancel()
+	waiting, err := w.d.store.ListMessages(ctx, store.MessageFilter{AccountID: w.id, Statuses: []wamux.Status{wamux.StatusWaitingSeq}, Limit: math.MaxInt32})
+	if err != nil {
+		w.d.log.Error("look for messages submitted elsewhere", "account_id", w.id, "err", err)
+		return
+	}
+	unstored := make(map[string]bool, len(w.unstored))
+	for _, m := range w.unstored {
+		unstored[m.ID] = true
+	}
+	var fresh []wamux.Message
+	for _, m := range waiting {
+		if !unstored[m.ID] && !w.buf.Waits(m.ClientSeq) {
+			fresh = append(fresh, m)
+		}
+	}
+	if len(fresh) > 0 {
+		now := w.d.clock.Now()
+		s := w.d.settings.Current()
+		toQueue, held, seqChanged := w.sequence(fresh, now, s.Ordering)
+		w.enqueue(w.persistSeq(toQueue, held, seqChanged), now, s.P2MaxDepth)
+	}
+	w.win.spilled, w.win.idle = true, false
+}

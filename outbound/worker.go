@@ -2,12 +2,14 @@ package outbound
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/wamux/wamux"
 	"github.com/wamux/wamux/admit"
+	"github.com/wamux/wamux/ownership"
 	"github.com/wamux/wamux/ratelimit"
 	"github.com/wamux/wamux/sequence"
 	"github.com/wamux/wamux/settings"
@@ -23,6 +25,24 @@ const storeTimeout = 30 * time.Second
 type worker struct {
 	d  *Dispatcher
 	id string
+
+	// lease is the account's lease this worker works under, and
+	// leaseFence its fence, shared by every message update the worker
+	// writes (zero and nil without an Ownership). A worker never outlives
+	// its lease: a revoke stops it, and a later assignment starts another.
+	lease      ownership.Lease
+	leaseFence *store.Fence
+	// revoked: the lease was revoked, or the store refused it; the
+	// worker takes no new work. abandoned: the drain after the revoke
+	// ran out of time; nothing more is written under the lease, and
+	// what is still with the provider stays sending for the next
+	// holder's compensation.
+	revoked   atomic.Bool
+	abandoned atomic.Bool
+	cancel    context.CancelFunc // stops run and the evacuator
+	// reload asks run to look in the store for messages that reached
+	// it without this worker (rereadStore).
+	reload atomic.Bool
 
 	// Lock order: see Dispatcher.routeMu (mu comes after the
 	// Dispatcher's locks; cooldownMu is taken with no other held).
@@ -108,8 +128,8 @@ type completion struct {
 	delay time.Duration
 }
 
-func newWorker(d *Dispatcher, a wamux.Account) *worker {
-	return &worker{
+func newWorker(d *Dispatcher, a wamux.Account, lease ownership.Lease) *worker {
+	w := &worker{
 		d:        d,
 		id:       a.ID,
 		account:  a,
@@ -124,6 +144,10 @@ func newWorker(d *Dispatcher, a wamux.Account) *worker {
 		// NextSeq of a fresh buffer; restore publishes the stored one.
 		nextSeqSnap: 1,
 	}
+	if d.own != nil {
+		w.lease, w.leaseFence = lease, lease.Fence()
+	}
+	return w
 }
 
 func (w *worker) kick() {
@@ -324,6 +348,9 @@ func (w *worker) run(ctx context.Context) {
 			// queue before this round's dispatch.
 			w.retrySeq(false)
 			w.intake()
+			if w.reload.Swap(false) {
+				w.rereadStore()
+			}
 			next = earliest(w.refill(), w.expire())
 			next = earliest(next, w.dispatch())
 			next = earliest(next, w.seqRetryDue())
@@ -555,12 +582,23 @@ func (w *worker) persistSeq(queued, held []wamux.Message, seqChanged bool) []wam
 		return queued
 	}
 	updates = append(w.unsaved, updates...)
-	ctx, cancel := bg()
-	defer cancel()
-	if _, err := w.d.store.ApplySeq(ctx, w.buf.State(), updates); err != nil {
+	err := errAbandoned
+	if w.fenceAll(updates) {
+		ctx, cancel := bg()
+		_, err = w.d.store.ApplySeq(ctx, w.buf.State(), updates)
+		cancel()
+	}
+	if err != nil {
 		// Rewriting a status change is harmless: it applies only from
-		// waiting_seq.
-		w.d.log.Error("store sequencing step", "account_id", w.id, "messages", len(updates), "err", err)
+		// waiting_seq. A step the store refused (another node holds the
+		// account now) is kept too, and never written: the worker
+		// stops, and the next holder sequences the messages again from
+		// the store.
+		if errors.Is(err, store.ErrFenced) {
+			w.fenced(w.lease, "", err)
+		} else if err != errAbandoned {
+			w.d.log.Error("store sequencing step", "account_id", w.id, "messages", len(updates), "err", err)
+		}
 		w.seqDirty, w.unsaved = true, updates
 		w.seqRetryAt = w.d.clock.Now().Add(seqRetryDelay)
 		var ready []wamux.Message
@@ -618,8 +656,9 @@ func (w *worker) shed(m wamux.Message, reason string) {
 	ctx, cancel := bg()
 	defer cancel()
 	why := "shed under overload: p2_max_" + reason
-	if _, err := w.d.store.UpdateMessage(ctx, store.MessageUpdate{MsgID: m.ID,
-		From: []wamux.Status{wamux.StatusQueued, wamux.StatusWaitingSeq}, Status: wamux.StatusDropped, LastError: &why}); err != nil {
+	u := store.MessageUpdate{MsgID: m.ID, From: []wamux.Status{wamux.StatusQueued, wamux.StatusWaitingSeq},
+		Status: wamux.StatusDropped, LastError: &why}
+	if _, err := w.update(ctx, u); err != nil {
 		w.d.log.Error("store shed message", "account_id", w.id, "msg_id", m.ID, "err", err)
 	}
 }
@@ -630,8 +669,8 @@ func (w *worker) dispatch() time.Time {
 	now := w.d.clock.Now()
 	next := w.q.promote(now)
 	if !w.held() {
-		// Another node works on the account; Watch wakes this one if it
-		// gets the account back.
+		// Another node works on the account: the revoke stops this
+		// worker, and the next assignment starts another.
 		return time.Time{}
 	}
 	acct := w.snapshotAccount()

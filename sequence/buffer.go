@@ -118,6 +118,9 @@ func (b *Buffer[T]) State() store.SeqState { return b.state }
 // Len is the number of waiting items.
 func (b *Buffer[T]) Len() int { return len(b.waiting) }
 
+// Waits reports whether an item with seq waits in the buffer.
+func (b *Buffer[T]) Waits(seq int64) bool { return b.waiting[seq] != nil }
+
 // Offer hands the buffer one item at now and reports its fate and what
 // became releasable.
 func (b *Buffer[T]) Offer(now time.Time, seq int64, item T) (Result[T], error) {
