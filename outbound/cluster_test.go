@@ -32,12 +32,13 @@ const clusterParts = 4
 // cluster is two dispatchers over one store and one simulator, each with
 // an ownership.Cluster of its own node id, as two gateway nodes.
 type cluster struct {
-	t     *testing.T
-	store store.Store
-	sim   *sim.Server
-	url   string
-	clock *fakeclock.Clock
-	a, b  *node
+	t        *testing.T
+	store    store.Store
+	sim      *sim.Server
+	url      string
+	clock    *fakeclock.Clock
+	settings *settings.Manager
+	a, b     *node
 }
 
 // node is one gateway node: its dispatcher, its ownership, the provider
@@ -105,7 +106,7 @@ func newCluster(t *testing.T, st store.Store, clk *fakeclock.Clock) *cluster {
 	// dispatcher, without an Ownership, is stopped at once.
 	e := newEnv(t, envOpts{store: st})
 	e.stop()
-	c := &cluster{t: t, store: e.store, sim: e.sim, url: e.simURL, clock: clk}
+	c := &cluster{t: t, store: e.store, sim: e.sim, url: e.simURL, clock: clk, settings: e.settings}
 	c.a = c.node("node-a", e.provider, e.settings)
 	c.b = c.node("node-b", e.provider, e.settings)
 	all := make([]int, clusterParts)
@@ -189,6 +190,16 @@ func seqBatch(t *testing.T, acc string, tos []string, from, to int64) []wamux.Me
 	var ms []wamux.Message
 	for s := from; s <= to; s++ {
 		ms = append(ms, textMsg(t, admit.Request{AccountID: acc, ClientSeq: seqp(s), To: tos[int(s)%len(tos)]}))
+	}
+	return ms
+}
+
+// plainBatch makes n messages without a client_seq of an account to one
+// recipient.
+func plainBatch(t *testing.T, acc, to string, n int) []wamux.Message {
+	var ms []wamux.Message
+	for range n {
+		ms = append(ms, textMsg(t, admit.Request{AccountID: acc, To: to}))
 	}
 	return ms
 }
@@ -289,8 +300,10 @@ func testClusterZombie(t *testing.T, st store.Store) {
 	if _, held := c.a.own.Lease(x); !held {
 		t.Fatal("node a was told; it must not be for this test")
 	}
-	// Through the zombie: its sequencing step for x is refused.
+	// Through the zombie: its sequencing step for x is refused, and so
+	// would its sending writes be (messages without a client_seq).
 	viaA := append(seqBatch(t, x, xTos, 7, 10), seqBatch(t, y, yTos, 7, 10)...)
+	viaA = append(viaA, plainBatch(t, x, "15557100021", 3)...)
 	c.a.submit(t, viaA)
 	testwait.For(t, "node a fenced out of account x's partition", 10*time.Second, func() bool {
 		_, held := c.a.own.Lease(x)
@@ -299,6 +312,7 @@ func testClusterZombie(t *testing.T, st store.Store) {
 	// Through the new holder, and for y through the node that does not
 	// hold it.
 	viaB := append(seqBatch(t, x, xTos, 11, 14), seqBatch(t, y, yTos, 11, 14)...)
+	viaB = append(viaB, plainBatch(t, y, "15557100031", 3)...)
 	c.b.submit(t, viaB)
 	c.a.d.Reload()
 	c.b.d.Reload()
@@ -350,6 +364,14 @@ func testClusterRevokeDrains(t *testing.T, st store.Store) {
 	c.a.submit(t, ms)
 	// One call per recipient: the rest waits behind them.
 	testwait.For(t, "a call open per recipient", 10*time.Second, func() bool { return c.a.prov.entered.Load() == int32(len(tos)) })
+	// A node starting now holds none of the partitions: the messages in
+	// flight on a are not its to make unknown.
+	c.node("node-c", c.a.prov.base, c.settings)
+	for _, m := range ms[:len(tos)] {
+		if s := statusOf(t, c.store, m.ID); s != wamux.StatusSending {
+			t.Fatalf("message %d in flight on node a is %s after another node started, want sending", m.ClientSeq, s)
+		}
+	}
 
 	revoked := make(chan struct{})
 	go func() {

@@ -434,6 +434,16 @@ func (d *Dispatcher) giveUp(revoked []ownership.Lease) {
 	d.log.Info("partitions revoked; their accounts' work stopped here", "leases", revoked, "accounts", len(leaving))
 }
 
+// forgetWorker removes the gauges of a revoked worker's account once it
+// has stopped, unless the account has a worker again.
+func (d *Dispatcher) forgetWorker(w *worker) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, again := d.workers[w.id]; !again {
+		d.metrics.forget(w.id)
+	}
+}
+
 // takeUp starts a worker for every account of a held partition that has
 // none: after an assignment, and whenever the reloader looks (an account
 // created elsewhere, a start that failed). Accounts are read again from

@@ -119,6 +119,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
+// forget removes an account's gauges: this node no longer works on it,
+// and another node's show it now.
+func (m *metrics) forget(account string) {
+	l := prometheus.Labels{"account": account}
+	m.queueDepth.DeletePartialMatch(l)
+	m.seqWaiting.DeletePartialMatch(l)
+	m.unknownOutcomes.DeletePartialMatch(l)
+	m.accountState.DeletePartialMatch(l)
+}
+
 // limitCollector reports each account's bucket and adaptive rate when
 // scraped: both change with time alone, so a gauge set by the worker loop
 // would go stale while an account is idle.

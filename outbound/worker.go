@@ -340,6 +340,9 @@ func (w *worker) run(ctx context.Context) {
 		}
 		if w.stopping && w.inflight == 0 {
 			w.retrySeq(true)
+			if w.revoked.Load() {
+				w.d.forgetWorker(w)
+			}
 			return
 		}
 		var next time.Time
