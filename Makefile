@@ -49,9 +49,13 @@ build:
 # WAMUX_TEST_REDIS), under the race detector. They stay fast enough to run
 # in make test as well; this target runs them alone.
 CLUSTER_PKGS ?= ./stream/... ./ratelimit/redislimit/... ./receipts/redisbloom/... ./notify/...
+# Then the fleet test (docs/cluster.md): three `wamux serve` children on a
+# kfake cluster, PostgreSQL and Redis, one killed and another restarted
+# mid-run; make test runs its two-node variant.
 test-cluster:
 	$(GO) test -race -count=1 $(CLUSTER_PKGS)
 	$(GO) test -race -count=1 -run 'StreamMode' ./receipts
+	$(GO) test -count=1 -timeout 15m -run 'TestCluster' -v ./cluster -cluster.full
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

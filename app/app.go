@@ -221,6 +221,12 @@ func (a *App) Start(ctx context.Context) error {
 	if err != nil {
 		return u.fail(err)
 	}
+	var intake httpapi.Outbound = disp
+	if cl != nil {
+		if intake, err = cl.follow(ctx, &u, a, st, disp); err != nil {
+			return u.fail(err)
+		}
+	}
 	pipe, err := a.startReceipts(ctx, &u, st, set, disp, cl)
 	if err != nil {
 		return u.fail(err)
@@ -240,7 +246,7 @@ func (a *App) Start(ctx context.Context) error {
 		Registry:    a.registry,
 		APIKeys:     a.cfg.APIKeys,
 		Live:        disp,
-		Outbound:    disp,
+		Outbound:    intake,
 		Settings:    set,
 		Receipts:    pipe,
 		AppSecret:   a.cfg.AppSecret,

@@ -16,6 +16,7 @@ import (
 	"github.com/wamux/wamux/internal/seal"
 	"github.com/wamux/wamux/notify"
 	"github.com/wamux/wamux/notify/redisnotify"
+	"github.com/wamux/wamux/outbound"
 	"github.com/wamux/wamux/ownership"
 	"github.com/wamux/wamux/ratelimit"
 	"github.com/wamux/wamux/ratelimit/redislimit"
@@ -70,8 +71,9 @@ type clusterParts struct {
 	limiter  *ratelimit.Fallback
 	pairs    ratelimit.Pairs
 	bloom    receipts.Filter
-	// stopShare ends the settings fan-out.
-	stopShare func()
+	// stopShare ends the settings fan-out, stopFollow the dispatcher's
+	// subscriptions to other nodes' announcements.
+	stopShare, stopFollow func()
 }
 
 // startCluster connects to Redis and Kafka and builds what rests on them,
@@ -209,6 +211,20 @@ func (c *clusterParts) share(ctx context.Context, u *undoStack, set *settings.Ma
 	return nil
 }
 
+// follow makes the dispatcher follow other nodes' announcements and
+// returns it as the API's intake, announcing what this node stores.
+func (c *clusterParts) follow(ctx context.Context, u *undoStack, a *App, st store.Store, disp *outbound.Dispatcher) (httpapi.Outbound, error) {
+	accounts := notify.NewAccountChanges(c.notifier, a.log)
+	stop, err := followCluster(ctx, disp, st, c.own, c.notifier, accounts, a.log)
+	if err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	c.stopFollow = func() { once.Do(stop) }
+	u.push(c.stopFollow)
+	return &clusterOutbound{Outbound: disp, own: c.own, notifier: c.notifier, accounts: accounts, log: a.log}, nil
+}
+
 // readyChecks are what /readyz asks besides the store.
 func (c *clusterParts) readyChecks() []httpapi.ReadyCheck {
 	if c == nil {
@@ -222,6 +238,9 @@ func (c *clusterParts) readyChecks() []httpapi.ReadyCheck {
 
 // close releases what startCluster opened, after the pipelines stopped.
 func (c *clusterParts) close() error {
+	if c.stopFollow != nil {
+		c.stopFollow()
+	}
 	if c.stopShare != nil {
 		c.stopShare()
 	}
