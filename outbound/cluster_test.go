@@ -38,6 +38,7 @@ type cluster struct {
 	url      string
 	clock    *fakeclock.Clock
 	settings *settings.Manager
+	reload   time.Duration
 	a, b     *node
 }
 
@@ -101,12 +102,17 @@ func (p *nodeProvider) hold(answer *cloudapi.Result) (release func()) {
 // newCluster starts nodes a and b over st (nil: SQLite), a holding every
 // partition and b none. With clk the dispatchers run on it.
 func newCluster(t *testing.T, st store.Store, clk *fakeclock.Clock) *cluster {
+	return newClusterReloading(t, st, clk, 0)
+}
+
+// newClusterReloading is newCluster with the nodes' ReloadInterval.
+func newClusterReloading(t *testing.T, st store.Store, clk *fakeclock.Clock, reload time.Duration) *cluster {
 	t.Helper()
 	// The first env brings the store, the simulator and the client; its
 	// dispatcher, without an Ownership, is stopped at once.
 	e := newEnv(t, envOpts{store: st})
 	e.stop()
-	c := &cluster{t: t, store: e.store, sim: e.sim, url: e.simURL, clock: clk, settings: e.settings}
+	c := &cluster{t: t, store: e.store, sim: e.sim, url: e.simURL, clock: clk, settings: e.settings, reload: reload}
 	c.a = c.node("node-a", e.provider, e.settings)
 	c.b = c.node("node-b", e.provider, e.settings)
 	all := make([]int, clusterParts)
@@ -131,7 +137,7 @@ func (c *cluster) node(id string, base outbound.Provider, set *settings.Manager)
 		clock = timerClock{c.clock}
 	}
 	d, err := outbound.New(outbound.Config{Store: n.st, Provider: n.prov, Settings: set, Logger: quietLog(),
-		Registry: prometheus.NewRegistry(), Clock: clock, Ownership: own, RevokeDrain: 5 * time.Second})
+		Registry: prometheus.NewRegistry(), Clock: clock, Ownership: own, RevokeDrain: 5 * time.Second, ReloadInterval: c.reload})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +321,7 @@ func testClusterZombie(t *testing.T, st store.Store) {
 	viaB = append(viaB, plainBatch(t, y, "15557100031", 3)...)
 	c.b.submit(t, viaB)
 	c.a.d.Reload()
-	c.b.d.Reload()
+	c.b.d.ReloadAccount(x)
 
 	all := append(append(first, viaA...), viaB...)
 	c.wantOnceInOrder(all)
@@ -490,4 +496,38 @@ func (s *fenceLog) ApplySeq(ctx context.Context, st store.SeqState, us []store.M
 		s.mu.Unlock()
 	}
 	return ok, err
+}
+
+// TestClusterReloadFindsOtherNodesMessages: messages submitted through a
+// node that does not hold their account are stored only; the holder finds
+// them at its next ReloadInterval and sends them once, in order.
+func TestClusterReloadFindsOtherNodesMessages(t *testing.T) {
+	onStores(t, testClusterReload)
+}
+
+func testClusterReload(t *testing.T, st store.Store) {
+	clk := fakeclock.New()
+	c := newClusterReloading(t, st, clk, 2*time.Second)
+	moved, _ := accountsIn(0, 1)
+	x := moved[0]
+	c.a.own.Revoke([]int{0})
+	if err := c.b.own.Assign(context.Background(), []int{0}); err != nil {
+		t.Fatal(err)
+	}
+	c.addAccount(x, "7401")
+	if c.a.d.Works(x) || !c.b.d.Works(x) {
+		t.Fatal("account x should be worked on by node b only")
+	}
+	tos := []string{"15557400001", "15557400002"}
+	ms := append(seqBatch(t, x, tos, 1, 6), plainBatch(t, x, "15557400003", 3)...)
+	c.a.submit(t, ms)
+	c.b.d.Settle(x)
+	if n := c.sim.Stats().Totals.Requests; n != 0 {
+		t.Fatalf("%d sends before the holder reloaded", n)
+	}
+	clk.Advance(2 * time.Second)
+	c.wantOnceInOrder(ms)
+	if n := len(c.a.prov.sentIDs()); n != 0 {
+		t.Fatalf("node a, which does not hold the account, sent %d messages", n)
+	}
 }

@@ -502,6 +502,26 @@ func (d *Dispatcher) Reload() {
 	}
 }
 
+// ReloadAccount is Reload for one account, as an announcement that
+// another node stored messages for it asks: its worker looks at its next
+// round. An account this node does not hold is left to its holder; a held
+// one without a worker (created elsewhere) is taken up by a whole Reload.
+func (d *Dispatcher) ReloadAccount(accountID string) {
+	if d.own == nil {
+		return
+	}
+	if _, held := d.own.Lease(accountID); !held {
+		return
+	}
+	w, ok := d.worker(accountID)
+	if !ok {
+		d.Reload()
+		return
+	}
+	w.reload.Store(true)
+	w.kick()
+}
+
 // reloader runs Reload's requests until ctx ends.
 func (d *Dispatcher) reloader(ctx context.Context) {
 	defer d.wg.Done()

@@ -597,9 +597,11 @@ func (w *worker) persistSeq(queued, held []wamux.Message, seqChanged bool) []wam
 		// account now) is kept too, and never written: the worker
 		// stops, and the next holder sequences the messages again from
 		// the store.
-		if errors.Is(err, store.ErrFenced) {
+		switch {
+		case err == errAbandoned:
+		case errors.Is(err, store.ErrFenced):
 			w.fenced(w.lease, "", err)
-		} else if err != errAbandoned {
+		default:
 			w.d.log.Error("store sequencing step", "account_id", w.id, "messages", len(updates), "err", err)
 		}
 		w.seqDirty, w.unsaved = true, updates
