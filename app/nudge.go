@@ -107,7 +107,7 @@ func followCluster(ctx context.Context, disp *outbound.Dispatcher, st store.Stor
 	n notify.Notifier, accounts *notify.AccountChanges, log *slog.Logger) (stop func(), err error) {
 	stopNudges, err := n.Subscribe(ctx, outboundTopic, func(payload []byte) {
 		if _, held := own.Lease(string(payload)); held {
-			disp.Reload()
+			disp.ReloadAccount(string(payload))
 		}
 	})
 	if err != nil {
