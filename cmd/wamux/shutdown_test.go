@@ -253,7 +253,9 @@ func simStats(t *testing.T, simURL string) sim.Stats {
 func TestSIGTERMUnderLoadKeepsEveryAcknowledgement(t *testing.T) {
 	r := newShutdownRig(t, 3, sim.Faults{Latency: sim.Range{Min: 5 * time.Millisecond, Max: 60 * time.Millisecond}})
 	c := r.start(t)
-	r.setup(t, c, 20)
+	// A rate below what one client per account submits even on a busy
+	// machine, so messages queue behind it when the stop comes.
+	r.setup(t, c, 8)
 
 	a := &acked{messages: map[string]string{}}
 	var wg sync.WaitGroup
@@ -265,10 +267,10 @@ func TestSIGTERMUnderLoadKeepsEveryAcknowledgement(t *testing.T) {
 	}
 	testwait.ForNil(t, 60*time.Second, func() error {
 		msgs, hooks, accepted := a.nMsg.Load(), a.nHook.Load(), r.sim.Stats().Totals.Accepted
-		if msgs >= 150 && hooks >= 300 && accepted >= 30 {
+		if msgs >= 150 && hooks >= 300 && accepted >= 30 && msgs-accepted >= 30 {
 			return nil
 		}
-		return fmt.Errorf("%d messages, %d webhooks acknowledged, %d accepted by the provider\n%s",
+		return fmt.Errorf("%d messages, %d webhooks acknowledged, %d accepted by the provider (30 must be left queued)\n%s",
 			msgs, hooks, accepted, c.stderr.String())
 	})
 	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
