@@ -72,7 +72,10 @@ func (w *worker) send(it *item) (action, time.Duration) {
 // was dispatched, and the write since takes varying time, so requests
 // would otherwise leave bunched. The schedule runs at the account's
 // effective rate with its burst as slack (ratelimit.Pacer). A stopping
-// dispatcher lets the request go at once.
+// dispatcher still lets it leave at its time, not at once: the stop's
+// requests leaving together would pass the provider's limit. The wait is
+// then also bounded by the same duration on the wall clock, so a test
+// clock that no longer moves cannot hold a stop.
 func (w *worker) awaitDeparture() {
 	lim := w.d.limiter.Limit(w.id)
 	now := w.d.clock.Now()
@@ -82,10 +85,16 @@ func (w *worker) awaitDeparture() {
 	}
 	due := make(chan struct{})
 	stop := w.d.timers.AfterFunc(wait, func() { close(due) })
+	defer stop()
 	select {
 	case <-due:
 	case <-w.d.ctx.Done():
-		stop()
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-due:
+		case <-t.C:
+		}
 	}
 }
 
