@@ -407,7 +407,7 @@ func (a *App) startDispatcher(ctx context.Context, u *undoStack, st store.Store,
 		Store: st, Provider: provider, Settings: set, Logger: a.log, Registry: a.registry, Ownership: own,
 	}
 	if cl != nil {
-		cfg.Limiter, cfg.Pairs, cfg.ReloadInterval = cl.limiter, cl.pairs, clusterReload
+		cfg.Limiter, cfg.Pairs, cfg.AppPause, cfg.ReloadInterval = cl.limiter, cl.pairs, cl.appPause, clusterReload
 	}
 	disp, err := outbound.New(cfg)
 	if err != nil {

@@ -70,6 +70,7 @@ type clusterParts struct {
 	notifier notify.Notifier
 	limiter  *ratelimit.Fallback
 	pairs    ratelimit.Pairs
+	appPause ratelimit.AppPause
 	bloom    receipts.Filter
 	// stopShare ends the settings fan-out, stopFollow the dispatcher's
 	// subscriptions to other nodes' announcements.
@@ -138,8 +139,8 @@ func (a *App) connectRedis(ctx context.Context) (*redis.Client, error) {
 }
 
 // buildRedisParts builds the shared limiter (behind a Fallback that
-// limits on its own while Redis is away), the pair limiter, the receipt
-// Bloom filter and the notifier.
+// limits on its own while Redis is away), the pair limiter, the app
+// pause, the receipt Bloom filter and the notifier.
 func (c *clusterParts) buildRedisParts(ctx context.Context, a *App, keys *seal.Keyring) error {
 	prefix := a.cfg.RedisPrefix
 	shared, err := redislimit.New(redislimit.Config{Client: c.redis, Prefix: prefix})
@@ -163,6 +164,14 @@ func (c *clusterParts) buildRedisParts(ctx context.Context, a *App, keys *seal.K
 	c.pairs, err = ratelimit.NewPairsFallback(ratelimit.PairsFallbackConfig{Shared: sharedPairs, Logger: a.log, Registry: a.registry})
 	if err != nil {
 		return fmt.Errorf("app: pair limiter fallback: %w", err)
+	}
+	sharedPause, err := redislimit.NewAppPause(redislimit.AppPauseConfig{Client: c.redis, Prefix: prefix})
+	if err != nil {
+		return fmt.Errorf("app: redis app pause: %w", err)
+	}
+	c.appPause, err = ratelimit.NewAppPauseFallback(ratelimit.AppPauseFallbackConfig{Shared: sharedPause, Logger: a.log, Registry: a.registry})
+	if err != nil {
+		return fmt.Errorf("app: app pause fallback: %w", err)
 	}
 	bloomCfg := a.bloomConfig()
 	bctx, cancel := context.WithTimeout(ctx, a.clusterTimeout())

@@ -10,6 +10,7 @@ import (
 	"github.com/wamux/wamux/internal/fakeclock"
 	"github.com/wamux/wamux/internal/testwait"
 	"github.com/wamux/wamux/provider/cloudapi"
+	"github.com/wamux/wamux/ratelimit"
 	"github.com/wamux/wamux/sim"
 )
 
@@ -127,5 +128,60 @@ func TestAppRateLimitShowsInEveryAccountsStateGauge(t *testing.T) {
 			return metric(t, e, "wamux_account_state", map[string]string{"account": id, "state": "cooldown"}) == 1 &&
 				metric(t, e, "wamux_account_state", map[string]string{"account": id, "state": "active"}) == 0
 		})
+	}
+}
+
+// TestAppRateLimitSharedWithOtherNodes: in a cluster the accounts of one
+// app are held by several nodes, which learn of each other's code 4 only
+// through the shared AppPause. A code 4 here is written there, for the
+// app's key; and an account here whose app another node paused sends
+// nothing until the pause ends, then sends.
+func TestAppRateLimitSharedWithOtherNodes(t *testing.T) {
+	clk := fakeclock.New()
+	limited := "15556400021"
+	sp, wrap := newScripted(map[string]cloudapi.Result{
+		limited: {Outcome: cloudapi.SlowDown, Code: 4, Delay: cloudapi.AppLimitDelay, HTTPStatus: 400, Reason: "4: Application request limit reached"},
+	})
+	shared := ratelimit.NewLocalAppPause(clk)
+	e := newEnv(t, envOpts{clock: clk, provider: wrap, appPause: shared})
+	a := e.addAccountWithToken("app1-a", "6421", "token-app1")
+	b := e.addAccountWithToken("app2-b", "6422", "token-app2")
+
+	m := textMsg(t, admit.Request{AccountID: a.ID, To: limited})
+	e.submit(m)
+	testwait.For(t, "the code 4 handled", 10*time.Second, func() bool {
+		return sp.callsTo(limited) == 1 && e.status(m.ID) == wamux.StatusQueued
+	})
+	want := clk.Now().Add(cloudapi.AppLimitDelay)
+	got, err := shared.PausedUntil(context.Background(), ratelimit.AppKey(a.AccessToken, e.simURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Before(want) {
+		t.Fatalf("shared pause of app1 after its code 4 ends at %v; want at least %v", got, want)
+	}
+
+	// Another node's code 4 on app2, which b sends for.
+	until := clk.Now().Add(20 * time.Second)
+	if _, err := shared.Pause(context.Background(), ratelimit.AppKey(b.AccessToken, e.simURL), until); err != nil {
+		t.Fatal(err)
+	}
+	to := "15556400022"
+	mb := textMsg(t, admit.Request{AccountID: b.ID, To: to})
+	e.submit(mb)
+	testwait.For(t, "app2-b cooling down for its app", 10*time.Second, func() bool {
+		lim := e.d.LimitState(b.ID)
+		return lim.State == wamux.AccountCooldown && !lim.CooldownUntil.Before(until)
+	})
+	if n := sp.callsTo(to); n != 0 {
+		t.Fatalf("app2-b sent %d times while another node had its app paused", n)
+	}
+	clk.Advance(21 * time.Second)
+	e.d.Kick()
+	testwait.For(t, "app2-b's message accepted once the pause ended", 10*time.Second, func() bool {
+		return e.status(mb.ID) == wamux.StatusAccepted
+	})
+	if n := sp.callsTo(to); n != 1 {
+		t.Fatalf("app2-b's message took %d provider calls; want 1", n)
 	}
 }

@@ -73,6 +73,12 @@ type Config struct {
 	// ratelimit.Local. The dispatcher makes it adaptive (cooldowns,
 	// throttles) and sets each account's limit on it.
 	Limiter ratelimit.Limiter
+	// AppPause shares the pauses of whole Meta apps (code 4) between
+	// nodes (redislimit.AppPause behind a ratelimit.AppPauseFallback in a
+	// cluster): a code 4 pauses the app there, and every worker cools its
+	// account down while its app is paused. nil: a code 4 pauses the
+	// app's accounts on this node only.
+	AppPause ratelimit.AppPause
 	// Ownership says which accounts this node works on: only the
 	// accounts of held partitions have a worker here (queue, reorder
 	// buffer, sends), started when Watch tells a partition is assigned
@@ -110,6 +116,7 @@ type Dispatcher struct {
 	admit    *admission
 	limiter  *ratelimit.Adaptive
 	pairs    ratelimit.Pairs
+	appPause appPauses
 	own      ownership.Ownership
 	unwatch  func() // ends the watch of own (Start)
 	maxIn    int
@@ -200,6 +207,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		admit:    newAdmission(),
 		limiter:  adaptive,
 		pairs:    pairs,
+		appPause: appPauses{shared: cfg.AppPause, seen: make(map[string]appPauseRead)},
 		maxIn:    cfg.MaxInflight,
 		workers:  make(map[string]*worker),
 		accounts: make(map[string]wamux.Account),

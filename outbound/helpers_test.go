@@ -18,6 +18,7 @@ import (
 	"github.com/wamux/wamux/outbound"
 	"github.com/wamux/wamux/ownership"
 	"github.com/wamux/wamux/provider/cloudapi"
+	"github.com/wamux/wamux/ratelimit"
 	"github.com/wamux/wamux/settings"
 	"github.com/wamux/wamux/sim"
 	"github.com/wamux/wamux/store"
@@ -40,6 +41,7 @@ type env struct {
 	dbPath   string
 	log      *slog.Logger
 	own      ownership.Ownership
+	appPause ratelimit.AppPause
 }
 
 type envOpts struct {
@@ -58,6 +60,8 @@ type envOpts struct {
 	// ownership builds the dispatcher's Ownership over the store; nil:
 	// none.
 	ownership func(store.Store) ownership.Ownership
+	// appPause is the dispatcher's shared app pause; nil: none.
+	appPause ratelimit.AppPause
 }
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -128,6 +132,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	if o.ownership != nil {
 		e.own = o.ownership(st)
 	}
+	e.appPause = o.appPause
 	e.start()
 	return e
 }
@@ -136,7 +141,7 @@ func (e *env) start() {
 	e.t.Helper()
 	e.reg = prometheus.NewRegistry()
 	d, err := outbound.New(outbound.Config{Store: e.dstore, Provider: e.provider, Settings: e.settings,
-		Logger: e.log, Registry: e.reg, Clock: e.clock, Ownership: e.own})
+		Logger: e.log, Registry: e.reg, Clock: e.clock, Ownership: e.own, AppPause: e.appPause})
 	if err != nil {
 		e.t.Fatal(err)
 	}

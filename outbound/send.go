@@ -516,6 +516,12 @@ func (w *worker) storeCooldown(reason string) error {
 // keep the app over its limit. Accounts of the app with other tokens
 // cannot be told apart and learn it from their own code 4.
 func (d *Dispatcher) coolDownApp(from wamux.Account, until time.Time) {
+	ctx, cancel := bg()
+	err := d.appPause.pause(ctx, accountApp(from), until)
+	cancel()
+	if err != nil {
+		d.log.Error("share the app pause with the other nodes", "account_id", from.ID, "err", err)
+	}
 	d.mu.Lock()
 	var peers []*worker
 	for id, a := range d.accounts {

@@ -691,6 +691,11 @@ func (w *worker) dispatch() time.Time {
 			return earliest(next, acct.CooldownUntil)
 		}
 	}
+	if w.q.len() > 0 {
+		if until := w.appPaused(acct, now); !until.IsZero() {
+			return earliest(next, until)
+		}
+	}
 	s := w.d.settings.Current()
 	gate := ratelimit.Gate{Accounts: w.d.limiter, Pairs: w.d.pairs}
 	maxIn := w.maxInflight(acct)
