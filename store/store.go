@@ -57,6 +57,19 @@ type FenceStore interface {
 	// PartitionEpoch returns the partition's current epoch, 0 when it was
 	// never acquired.
 	PartitionEpoch(ctx context.Context, partition int) (int64, error)
+	// PartitionLeases returns the lease of every partition ever
+	// acquired, by partition number.
+	PartitionLeases(ctx context.Context) ([]PartitionLease, error)
+}
+
+// PartitionLease is the last acquisition of a partition: its holder is
+// the node working on the partition's accounts, unless that node died
+// and no other has acquired the partition since.
+type PartitionLease struct {
+	Partition  int
+	Epoch      int64
+	Holder     string
+	AcquiredAt time.Time
 }
 
 // Fence is the lease under which a node changes a message: the update

@@ -54,6 +54,32 @@ func (s *Store) PartitionEpoch(ctx context.Context, partition int) (int64, error
 	return epoch, nil
 }
 
+// PartitionLeases reads every partition's lease.
+func (s *Store) PartitionLeases(ctx context.Context) ([]store.PartitionLease, error) {
+	if s.closed.Load() {
+		return nil, errClosed
+	}
+	rows, err := s.pool.Query(ctx, `SELECT partition_id, epoch, holder, acquired_at FROM partition_leases ORDER BY partition_id`)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: read partition leases: %w", wrapErr(err))
+	}
+	defer rows.Close()
+	var out []store.PartitionLease
+	for rows.Next() {
+		var l store.PartitionLease
+		var at int64
+		if err := rows.Scan(&l.Partition, &l.Epoch, &l.Holder, &at); err != nil {
+			return nil, fmt.Errorf("postgres: read partition leases: %w", wrapErr(err))
+		}
+		l.AcquiredAt = fromMS(at)
+		out = append(out, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: read partition leases: %w", wrapErr(err))
+	}
+	return out, nil
+}
+
 // fencedSQL is the condition a fenced update adds to its WHERE clause
 // ($9 partition, $10 epoch). FOR SHARE holds the lease row until the
 // update commits, so no acquisition commits between check and write; one

@@ -14,6 +14,7 @@ import (
 // testFence: partition epochs and the fence they put on message updates.
 func testFence(t *testing.T, newStore NewStore) {
 	t.Run("EpochsGrow", func(t *testing.T) { testEpochsGrow(t, newStore(t)) })
+	t.Run("Leases", func(t *testing.T) { testLeases(t, newStore(t)) })
 	t.Run("StaleFenceChangesNothing", func(t *testing.T) { testStaleFence(t, newStore(t)) })
 	t.Run("NewerAcquisitionFencesSendingAndAccepted", func(t *testing.T) { testFencedLifecycle(t, newStore(t)) })
 	t.Run("ConcurrentAcquisitions", func(t *testing.T) { testConcurrentAcquisitions(t, newStore(t)) })
@@ -73,6 +74,35 @@ func testEpochsGrow(t *testing.T, s store.Store) {
 	_, err = s.AcquirePartition(ctx(t), 1, "")
 	wantCode(t, err, wamux.EInvalid)
 	wantEpoch(t, s, 1, 0)
+}
+
+func testLeases(t *testing.T, s store.Store) {
+	ls, err := s.PartitionLeases(ctx(t))
+	must(t, err)
+	if len(ls) != 0 {
+		t.Fatalf("leases of a new store = %+v, want none", ls)
+	}
+	acquire(t, s, 5, "node-a")
+	acquire(t, s, 2, "node-a")
+	acquire(t, s, 5, "node-b")
+	ls, err = s.PartitionLeases(ctx(t))
+	must(t, err)
+	type lease struct {
+		p     int
+		epoch int64
+		node  string
+	}
+	var got []lease
+	for _, l := range ls {
+		if l.AcquiredAt.IsZero() {
+			t.Fatalf("lease of partition %d has no acquisition time", l.Partition)
+		}
+		got = append(got, lease{l.Partition, l.Epoch, l.Holder})
+	}
+	want := []lease{{2, 1, "node-a"}, {5, 2, "node-b"}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("leases = %+v, want %+v (by partition, the last holder)", got, want)
+	}
 }
 
 func testStaleFence(t *testing.T, s store.Store) {
