@@ -253,6 +253,7 @@ func (a *App) Start(ctx context.Context) error {
 		VerifyToken: a.cfg.VerifyToken,
 		ReadMarker:  readMarker(provider),
 		ReadyChecks: cl.readyChecks(),
+		Partitions:  cl.partitions(),
 
 		ProviderBaseURLs: baseURLs,
 	})

@@ -235,6 +235,15 @@ func (c *clusterParts) follow(ctx context.Context, u *undoStack, a *App, st stor
 }
 
 // readyChecks are what /readyz asks besides the store.
+// partitions is the number of partitions accounts are spread over: 0 on
+// one node.
+func (c *clusterParts) partitions() int {
+	if c == nil {
+		return 0
+	}
+	return c.kafka.Partitions()
+}
+
 func (c *clusterParts) readyChecks() []httpapi.ReadyCheck {
 	if c == nil {
 		return nil

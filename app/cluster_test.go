@@ -57,7 +57,8 @@ func get(t *testing.T, a *app.App, path string) (int, string) {
 }
 
 // TestClusterNodeSendsAndDegrades: a node in cluster mode takes every
-// partition of the receipt topic, sends an account's messages, names
+// partition of the receipt topic, sends an account's messages, shows
+// itself as the account's owner, names
 // Kafka and Redis in /readyz, and once Kafka is gone answers agent
 // receipt batches 503 with a Retry-After while submissions are still
 // stored.
@@ -85,6 +86,9 @@ func TestClusterNodeSendsAndDegrades(t *testing.T) {
 	testwait.For(t, "the message to reach the provider", 30*time.Second, func() bool {
 		return s.Stats().Totals.Accepted >= 1
 	})
+	if body := call(t, a, "GET", "/v1/accounts/acc", ""); !strings.Contains(body, `"owner":{"node":"n1"`) {
+		t.Fatalf("GET /v1/accounts/acc = %s; want owner node n1, the only node", body)
+	}
 
 	kc.Close()
 	req, _ := http.NewRequest("POST", "http://"+a.Addr()+"/v1/receipts:batch", strings.NewReader(

@@ -65,9 +65,41 @@ type accountResponse struct {
 	QueueDepth    map[string]int `json:"queue_depth"`
 	CreatedAt     time.Time      `json:"created_at"`
 	UpdatedAt     time.Time      `json:"updated_at"`
+	// Owner is, in a cluster, the node working on the account.
+	Owner *accountOwner `json:"owner,omitempty"`
 }
 
-func (s *Server) accountView(a wamux.Account) accountResponse {
+// accountOwner is the lease of the partition an account belongs to: the
+// node that sends its messages and merges its receipts.
+type accountOwner struct {
+	Node      string    `json:"node"`
+	Partition int       `json:"partition"`
+	Epoch     int64     `json:"epoch"`
+	Since     time.Time `json:"since"`
+}
+
+// leases reads, in a cluster, every partition's lease for accountView; nil
+// on one node. A failed read is logged and shows no owner: the rest of
+// the view is still right.
+func (s *Server) leases(ctx context.Context) map[int]store.PartitionLease {
+	if s.partitions <= 0 {
+		return nil
+	}
+	ls, err := s.store.PartitionLeases(ctx)
+	if err != nil {
+		s.log.Warn("read partition leases", "err", err)
+		return nil
+	}
+	out := make(map[int]store.PartitionLease, len(ls))
+	for _, l := range ls {
+		out[l.Partition] = l
+	}
+	return out
+}
+
+// accountView is the account as clients see it; leases (from s.leases)
+// give its owner.
+func (s *Server) accountView(a wamux.Account, leases map[int]store.PartitionLease) accountResponse {
 	v := accountResponse{
 		ID:            a.ID,
 		PhoneNumberID: a.PhoneNumberID,
@@ -97,6 +129,12 @@ func (s *Server) accountView(a wamux.Account) accountResponse {
 	if a.State == wamux.AccountActive && v.State == string(wamux.AccountActive) && a.CooldownUntil.After(time.Now()) {
 		// A stored cooldown the send pipeline has not applied (none runs).
 		v.State = string(wamux.AccountCooldown)
+	}
+	if s.partitions > 0 {
+		p := wamux.PartitionOf(a.ID, s.partitions)
+		if l, ok := leases[p]; ok {
+			v.Owner = &accountOwner{Node: l.Holder, Partition: p, Epoch: l.Epoch, Since: l.AcquiredAt}
+		}
 	}
 	return v
 }
@@ -131,7 +169,7 @@ func (s *Server) handleCreateAccount(w http.ResponseWriter, r *http.Request) {
 	s.logger(r).Info("account created", "account_id", created.ID, "base_url", created.BaseURL,
 		"rate_per_sec", created.RatePerSec, "burst", created.Burst)
 	w.Header().Set("Location", "/v1/accounts/"+url.PathEscape(created.ID))
-	writeJSON(w, http.StatusCreated, s.accountView(created))
+	writeJSON(w, http.StatusCreated, s.accountView(created, s.leases(ctx)))
 }
 
 func (req createAccountRequest) validate() (wamux.Account, error) {
@@ -234,8 +272,9 @@ func (s *Server) handleListAccounts(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := make([]accountResponse, 0, len(accounts))
+	leases := s.leases(ctx)
 	for _, a := range accounts {
-		out = append(out, s.accountView(a))
+		out = append(out, s.accountView(a, leases))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"accounts": out})
 }
@@ -248,7 +287,7 @@ func (s *Server) handleGetAccount(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, "get account", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.accountView(a))
+	writeJSON(w, http.StatusOK, s.accountView(a, s.leases(ctx)))
 }
 
 func (s *Server) handlePatchAccount(w http.ResponseWriter, r *http.Request) {
@@ -292,7 +331,7 @@ func (s *Server) handlePatchAccount(w http.ResponseWriter, r *http.Request) {
 		attrs = append(attrs, "base_url_old", before.BaseURL, "base_url_new", after.BaseURL)
 	}
 	s.logger(r).Info("account changed", attrs...)
-	writeJSON(w, http.StatusOK, s.accountView(after))
+	writeJSON(w, http.StatusOK, s.accountView(after, s.leases(ctx)))
 }
 
 func (req patchAccountRequest) validate(now time.Time) (store.AccountPatch, error) {

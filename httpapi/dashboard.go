@@ -97,6 +97,7 @@ type uiAccount struct {
 	RateRatio     float64        `json:"effective_rate_ratio"` // adaptive rate / configured rate
 	QueueDepth    map[string]int `json:"queue_depth"`
 	CooldownUntil *time.Time     `json:"cooldown_until,omitempty"`
+	Owner         string         `json:"owner,omitempty"` // in a cluster, the node holding it
 	Accepted      float64        `json:"accepted"`  // counter: sends the provider accepted
 	Attempts      float64        `json:"attempts"`  // counter: every send attempt
 	Throttled     float64        `json:"throttled"` // counter: provider 429s
@@ -153,14 +154,19 @@ func (s *Server) handleUIState(w http.ResponseWriter, r *http.Request) {
 	waiting := m.sumBy("wamux_seq_waiting", "account", nil)
 	gaps := m.sumBy("wamux_seq_gaps_skipped_total", "account", nil)
 	unknown := m.sumBy("wamux_unknown_outcomes", "account", nil)
+	leases := s.leases(ctx)
 	for _, a := range accounts {
-		v := s.accountView(a)
+		v := s.accountView(a, leases)
 		r, ok := ratio[a.ID]
 		if !ok {
 			r = 1
 		}
+		owner := ""
+		if v.Owner != nil {
+			owner = v.Owner.Node
+		}
 		st.Accounts = append(st.Accounts, uiAccount{
-			ID: v.ID, State: v.State, RatePerSec: v.RatePerSec, Burst: v.Burst, Tokens: v.Tokens, RateRatio: r,
+			ID: v.ID, State: v.State, Owner: owner, RatePerSec: v.RatePerSec, Burst: v.Burst, Tokens: v.Tokens, RateRatio: r,
 			QueueDepth: v.QueueDepth, CooldownUntil: v.CooldownUntil,
 			Accepted: accepted[a.ID], Attempts: attempts[a.ID], Throttled: throttled[a.ID],
 			SeqWaiting: waiting[a.ID], GapsSkipped: gaps[a.ID], Unknown: unknown[a.ID],

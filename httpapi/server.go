@@ -95,6 +95,11 @@ type Config struct {
 	// ReadyChecks are what /readyz asks besides the store (cluster mode:
 	// Kafka, Redis), each by name; all must answer for 200.
 	ReadyChecks []ReadyCheck
+	// Partitions is the number of partitions a cluster spreads the
+	// accounts over (wamux.PartitionOf); each account then shows the
+	// node holding its partition's lease as its owner. 0: one node, no
+	// owner shown.
+	Partitions int
 }
 
 // ReadyCheck is one dependency /readyz asks: Ping returns nil when it
@@ -121,6 +126,7 @@ type Server struct {
 	readMarker   ReadMarker
 	baseURLs     baseurl.List
 	readyChecks  []ReadyCheck
+	partitions   int
 	handler      http.Handler
 	// patterns are the routes registered, in order, so a test can walk
 	// every one of them (export_test.go) and none is left unchecked.
@@ -161,6 +167,7 @@ func New(cfg Config) (*Server, error) {
 		registry:     cfg.Registry,
 		storeTimeout: cfg.StoreTimeout,
 		readyChecks:  cfg.ReadyChecks,
+		partitions:   cfg.Partitions,
 		outbound:     cfg.Outbound,
 		settings:     cfg.Settings,
 		events:       cfg.Events,

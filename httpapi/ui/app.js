@@ -137,6 +137,7 @@ function update(cur) {
     a.rate429 = rate(a, o, x => x.throttled, dt);
     a.utilization = a.rate_per_sec > 0 ? a.send_rate / a.rate_per_sec : 0;
     a.q0 = a.queue_depth.P0; a.q1 = a.queue_depth.P1; a.q2 = a.queue_depth.P2;
+    a.owner = a.owner || "";
     sends += a.send_rate; r429 += a.rate429; unknown += a.unknown_outcomes;
     for (const p in depth) depth[p] += a.queue_depth[p] || 0;
     const h = accRates[a.id] || (accRates[a.id] = []);
@@ -220,7 +221,7 @@ function renderTable(accounts) {
   const html = rows.map(a => {
     const util = Math.min(1, a.utilization);
     return `<tr data-id="${esc(a.id)}" class="${a.id === selected ? "selected" : ""}">` +
-      `<td>${esc(a.id)}</td><td class="state-${esc(a.state)}">${esc(a.state)}</td>` +
+      `<td>${esc(a.id)}</td><td class="state-${esc(a.state)}">${esc(a.state)}</td><td class="owner">${esc(a.owner)}</td>` +
       `<td>${fmt(a.rate_per_sec)}</td><td>${fmt(a.send_rate, 1)}</td>` +
       `<td>${(a.utilization * 100).toFixed(0)} %<span class="bar"><i data-w="${(util * 100).toFixed(0)}"></i></span></td>` +
       `<td>${fmt(a.tokens, 1)} / ${a.burst}</td><td class="${a.effective_rate_ratio < 1 ? "bad" : ""}">${fmt(a.effective_rate_ratio, 2)}</td>` +
@@ -230,6 +231,8 @@ function renderTable(accounts) {
       `<td class="${a.unknown_outcomes > 0 ? "bad" : ""}">${fmt(a.unknown_outcomes)}</td></tr>`;
   }).join("");
   const tbody = document.querySelector("#accounts tbody");
+  // The node column shows only in a cluster, where accounts have owners.
+  $("accounts").classList.toggle("clustered", accounts.some(a => a.owner));
   tbody.innerHTML = html;
   // Widths go through the CSSOM: the page's policy refuses style="" markup.
   for (const i of tbody.querySelectorAll(".bar i")) i.style.width = i.dataset.w + "%";
