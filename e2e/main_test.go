@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,11 +30,16 @@ import (
 const repoRoot = ".."
 
 // The demo is shared by the tests that only watch it (metrics, browser):
-// one gateway + simulator + traffic for the package, stopped by TestMain.
+// one gateway + simulator + traffic, started by the first of them and
+// stopped once every one of them has ended (or by TestMain, when a run
+// selects only some), so that its traffic does not load the machine under
+// the package's other tests.
+var demoWatchers = []string{"TestDashboardInBrowser", "TestDemoMetrics"}
+
 var (
-	demoOnce sync.Once
+	demoMu   sync.Mutex
 	theDemo  *demoRun
-	demoErr  error
+	demoDone map[string]bool // the watchers that ended since theDemo started
 )
 
 type demoRun struct {
@@ -46,12 +52,9 @@ type demoRun struct {
 // a goroutine of the gateway, the simulator or a test is still running.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if theDemo != nil {
-		theDemo.cancel()
-		if err := <-theDemo.done; err != nil && code == 0 {
-			fmt.Fprintln(os.Stderr, "demo ended with:", err)
-			code = 1
-		}
+	if err := stopDemo(); err != nil && code == 0 {
+		fmt.Fprintln(os.Stderr, "demo ended with:", err)
+		code = 1
 	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
@@ -62,34 +65,65 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// stopDemo stops the shared demo, if one runs, and returns how it ended.
+func stopDemo() error {
+	demoMu.Lock()
+	d := theDemo
+	theDemo = nil
+	demoMu.Unlock()
+	if d == nil {
+		return nil
+	}
+	d.cancel()
+	return <-d.done
+}
+
 // sharedDemo starts `wamux demo` (bench.RunDemo) in process on a free port
-// the first time it is called and returns its URL.
+// when none runs and returns it; t, one of demoWatchers, marks itself
+// ended when it ends, and the last of them stops the demo.
 func sharedDemo(t *testing.T) *demoRun {
 	t.Helper()
-	demoOnce.Do(func() {
-		ctx, cancel := context.WithCancel(context.Background())
-		started := make(chan [2]string, 1)
-		done := make(chan error, 1)
-		go func() {
-			_, err := bench.RunDemo(ctx, bench.DemoConfig{Listen: "127.0.0.1:0", Seed: 7,
-				Started: func(url, key string) { started <- [2]string{url, key} }})
-			done <- err
-		}()
-		select {
-		case s := <-started:
-			theDemo = &demoRun{url: s[0], key: s[1], cancel: cancel, done: done}
-		case err := <-done:
-			cancel()
-			demoErr = fmt.Errorf("demo ended before it started: %v", err)
-		case <-time.After(60 * time.Second):
-			cancel()
-			demoErr = fmt.Errorf("demo did not start within 60 s")
+	if !slices.Contains(demoWatchers, t.Name()) {
+		t.Fatalf("%s watches the shared demo but is not one of demoWatchers", t.Name())
+	}
+	t.Cleanup(func() {
+		demoMu.Lock()
+		demoDone[t.Name()] = true
+		last := len(demoDone) == len(demoWatchers)
+		demoMu.Unlock()
+		if last {
+			if err := stopDemo(); err != nil {
+				t.Errorf("demo ended with: %v", err)
+			}
 		}
 	})
-	if demoErr != nil {
-		t.Fatal(demoErr)
+	demoMu.Lock()
+	defer demoMu.Unlock()
+	if theDemo != nil {
+		return theDemo
 	}
-	return theDemo
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan [2]string, 1)
+	done := make(chan error, 1)
+	go func() {
+		_, err := bench.RunDemo(ctx, bench.DemoConfig{Listen: "127.0.0.1:0", Seed: 7,
+			Started: func(url, key string) { started <- [2]string{url, key} }})
+		done <- err
+	}()
+	select {
+	case s := <-started:
+		theDemo = &demoRun{url: s[0], key: s[1], cancel: cancel, done: done}
+		demoDone = map[string]bool{}
+		return theDemo
+	case err := <-done:
+		cancel()
+		t.Fatalf("demo ended before it started: %v", err)
+	case <-time.After(60 * time.Second):
+		cancel()
+		<-done
+		t.Fatal("demo did not start within 60 s")
+	}
+	return nil
 }
 
 // startAppKey is the API key of the gateway startApp runs.

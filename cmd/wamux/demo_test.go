@@ -7,12 +7,12 @@ import (
 	"testing"
 )
 
-// TestDemoSummary runs `wamux demo --duration 10s --json` as a user would
+// TestDemoSummary runs `wamux demo --duration 5s --json` as a user would
 // and checks the promises of its summary, the events its subscriber got
 // included.
 func TestDemoSummary(t *testing.T) {
 	var out, errOut strings.Builder
-	code := run(context.Background(), []string{"demo", "--listen", "127.0.0.1:0", "--duration", "10s", "--json",
+	code := run(context.Background(), []string{"demo", "--listen", "127.0.0.1:0", "--duration", "5s", "--json",
 		"--data-dir", t.TempDir()}, &out, &errOut)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, errOut.String())
