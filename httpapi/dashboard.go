@@ -98,9 +98,9 @@ type uiAccount struct {
 	QueueDepth    map[string]int `json:"queue_depth"`
 	CooldownUntil *time.Time     `json:"cooldown_until,omitempty"`
 	Owner         string         `json:"owner,omitempty"` // in a cluster, the node holding it
-	Accepted      float64        `json:"accepted"`  // counter: sends the provider accepted
-	Attempts      float64        `json:"attempts"`  // counter: every send attempt
-	Throttled     float64        `json:"throttled"` // counter: provider 429s
+	Accepted      float64        `json:"accepted"`        // counter: sends the provider accepted
+	Attempts      float64        `json:"attempts"`        // counter: every send attempt
+	Throttled     float64        `json:"throttled"`       // counter: provider 429s
 	SeqWaiting    float64        `json:"seq_waiting"`
 	GapsSkipped   float64        `json:"gaps_skipped"` // counter
 	Unknown       float64        `json:"unknown_outcomes"`
