@@ -531,3 +531,44 @@ func testClusterReload(t *testing.T, st store.Store) {
 		t.Fatalf("node a, which does not hold the account, sent %d messages", n)
 	}
 }
+
+// TestClusterZombieCannotChangeTheAccount: node a's provider call for
+// account x is open when node b acquires x's partition (a is not told).
+// The provider's answer, a spam limit (cooldown) or a locked account
+// (disable), is for the new holder to act on: the store refuses a's
+// change of the account under its stale fence, the account stays active,
+// and a stops working on x.
+func TestClusterZombieCannotChangeTheAccount(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		answer cloudapi.Result
+	}{
+		{"cooldown", cloudapi.Result{Outcome: cloudapi.Cooldown, Code: 131048, Delay: cloudapi.SpamCooldown, HTTPStatus: 400, Reason: "131048: spam rate limit"}},
+		{"disable", cloudapi.Result{Outcome: cloudapi.Disable, Code: 131031, HTTPStatus: 400, Reason: "131031: account locked"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, nil, nil)
+			moved, _ := accountsIn(1, 1)
+			x := moved[0]
+			c.addAccount(x, "7201")
+			release := c.a.prov.hold(&tc.answer)
+			c.a.submit(t, plainBatch(t, x, "15557200001", 1))
+			testwait.For(t, "node a's provider call", 10*time.Second, func() bool { return c.a.prov.entered.Load() == 1 })
+			if err := c.b.own.Assign(context.Background(), []int{1}); err != nil {
+				t.Fatal(err)
+			}
+			release()
+			testwait.For(t, "node a fenced out of account x's partition", 10*time.Second, func() bool {
+				_, held := c.a.own.Lease(x)
+				return !held && !c.a.d.Works(x)
+			})
+			a, err := c.store.GetAccount(context.Background(), x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.State != wamux.AccountActive || !a.CooldownUntil.IsZero() {
+				t.Fatalf("account x is %s (cooldown until %v) after the zombie's %s; want active, unchanged", a.State, a.CooldownUntil, tc.name)
+			}
+		})
+	}
+}

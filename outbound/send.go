@@ -505,7 +505,7 @@ func (w *worker) storeCooldown(reason string) error {
 	}
 	ctx, cancel := bg()
 	defer cancel()
-	_, err := w.d.store.UpdateAccount(ctx, w.id, store.AccountPatch{CooldownUntil: &lim.CooldownUntil, StateReason: &reason})
+	_, err := w.updateAccount(ctx, store.AccountPatch{CooldownUntil: &lim.CooldownUntil, StateReason: &reason})
 	return err
 }
 
@@ -560,7 +560,12 @@ func (w *worker) disable(reason string) {
 	st := wamux.AccountDisabled
 	ctx, cancel := bg()
 	defer cancel()
-	a, err := w.d.store.UpdateAccount(ctx, w.id, store.AccountPatch{State: &st, StateReason: &reason})
+	a, err := w.updateAccount(ctx, store.AccountPatch{State: &st, StateReason: &reason})
+	if errors.Is(err, store.ErrFenced) {
+		// Another node holds the account now and learns the refusal
+		// from its own sends.
+		return
+	}
 	if err != nil {
 		w.d.log.Error("store disabled account", "account_id", w.id, "err", err)
 		a = w.snapshotAccount()
@@ -618,6 +623,22 @@ func (w *worker) update(ctx context.Context, u store.MessageUpdate) (bool, error
 		w.fenced(lease, u.MsgID, err)
 	}
 	return updated, err
+}
+
+// updateAccount writes the send pipeline's change of the account (a
+// cooldown, disabling it) under the worker's fence; a refusal (ErrFenced)
+// stops the worker (fenced).
+func (w *worker) updateAccount(ctx context.Context, p store.AccountPatch) (wamux.Account, error) {
+	if w.abandoned.Load() {
+		return wamux.Account{}, errAbandoned
+	}
+	lease := w.lease
+	p.Fence = w.leaseFence
+	a, err := w.d.store.UpdateAccount(ctx, w.id, p)
+	if errors.Is(err, store.ErrFenced) {
+		w.fenced(lease, "", err)
+	}
+	return a, err
 }
 
 // fenced handles the store's refusal of a write under lease: another

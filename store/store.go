@@ -85,6 +85,13 @@ type Fence struct {
 // the update was written.
 var ErrFenced = errors.New("partition acquired under a newer epoch")
 
+// FencedAccountError is the refusal of an account patch whose Fence is
+// stale; it wraps ErrFenced.
+func FencedAccountError(accountID string, f Fence, current int64) error {
+	return fmt.Errorf("update account %q under partition %d epoch %d, now at epoch %d: %w",
+		accountID, f.Partition, f.Epoch, current, ErrFenced)
+}
+
 // FencedError is the refusal of an update whose Fence is stale; it wraps
 // ErrFenced. Current is the partition's epoch the store found (0: never
 // acquired).
@@ -155,6 +162,13 @@ type AccountPatch struct {
 	// StateReason is why State or CooldownUntil changed, reported in the
 	// account.state event; a patch of either without it records none.
 	StateReason *string
+	// Fence, when set, applies the patch only while the account's
+	// partition is at the fence's epoch, checked in the statement that
+	// writes it: the send pipeline's own changes (a cooldown, disabling
+	// the account) come from the account's holder, and one from a node
+	// that lost the account changes nothing and fails with an error
+	// wrapping ErrFenced.
+	Fence *Fence
 }
 
 // InsertOutcome says what InsertMessages did with one message.

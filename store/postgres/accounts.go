@@ -135,6 +135,12 @@ func (s *Store) UpdateAccount(ctx context.Context, id string, p store.AccountPat
 		v := string(*p.State)
 		state = &v
 	}
+	args := []any{p.RatePerSec, burst, state, cooldown, token, p.BaseURL, ms(s.now()), id, store.StateReasonColumn(p)}
+	where := `id = $8`
+	if p.Fence != nil {
+		where += ` AND EXISTS (SELECT 1 FROM partition_leases WHERE partition_id = $10 AND epoch = $11 FOR SHARE)`
+		args = append(args, p.Fence.Partition, p.Fence.Epoch)
+	}
 	a, err := scanAccount(s.pool.QueryRow(ctx, `UPDATE accounts SET
 			rate_per_sec   = COALESCE($1, rate_per_sec),
 			burst          = COALESCE($2, burst),
@@ -144,8 +150,12 @@ func (s *Store) UpdateAccount(ctx context.Context, id string, p store.AccountPat
 			base_url       = COALESCE($6, base_url),
 			state_reason   = COALESCE($9, state_reason),
 			updated_at     = $7
-		WHERE id = $8 RETURNING `+accountCols,
-		p.RatePerSec, burst, state, cooldown, token, p.BaseURL, ms(s.now()), id, store.StateReasonColumn(p)), s.opts.Sealer)
+		WHERE `+where+` RETURNING `+accountCols, args...), s.opts.Sealer)
+	if errors.Is(err, pgx.ErrNoRows) && p.Fence != nil {
+		if ferr := s.accountFence(ctx, id, *p.Fence); ferr != nil {
+			return wamux.Account{}, ferr
+		}
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return wamux.Account{}, wamux.Errorf(wamux.ENotFound, "account %q not found", id)
 	}
@@ -153,6 +163,21 @@ func (s *Store) UpdateAccount(ctx context.Context, id string, p store.AccountPat
 		return wamux.Account{}, fmt.Errorf("postgres: update account: %w", wrapErr(err))
 	}
 	return a, nil
+}
+
+// accountFence is why a fenced account patch changed no row: an error
+// wrapping store.ErrFenced when the fence is stale, nil when it holds (the
+// account is missing).
+func (s *Store) accountFence(ctx context.Context, id string, f store.Fence) error {
+	var epoch int64
+	err := s.pool.QueryRow(ctx, `SELECT epoch FROM partition_leases WHERE partition_id = $1`, f.Partition).Scan(&epoch)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("postgres: update account: read epoch of partition %d: %w", f.Partition, wrapErr(err))
+	}
+	if epoch != f.Epoch {
+		return store.FencedAccountError(id, f, epoch)
+	}
+	return nil
 }
 
 // sealTokens runs store.SealTokens over every account when the store

@@ -130,6 +130,12 @@ func (s *Store) UpdateAccount(ctx context.Context, id string, p store.AccountPat
 			v := string(*p.State)
 			state = &v
 		}
+		args := []any{p.RatePerSec, p.Burst, state, cooldown, token, p.BaseURL, store.StateReasonColumn(p), ms(s.now()), id}
+		where := `id = ?`
+		if p.Fence != nil {
+			where += ` AND EXISTS (SELECT 1 FROM partition_leases WHERE partition_id = ? AND epoch = ?)`
+			args = append(args, p.Fence.Partition, p.Fence.Epoch)
+		}
 		rows, err := w.query(`UPDATE accounts SET
 				rate_per_sec   = COALESCE(?, rate_per_sec),
 				burst          = COALESCE(?, burst),
@@ -139,8 +145,7 @@ func (s *Store) UpdateAccount(ctx context.Context, id string, p store.AccountPat
 				base_url       = COALESCE(?, base_url),
 				state_reason   = COALESCE(?, state_reason),
 				updated_at     = ?
-			WHERE id = ? RETURNING `+accountCols,
-			p.RatePerSec, p.Burst, state, cooldown, token, p.BaseURL, store.StateReasonColumn(p), ms(s.now()), id)
+			WHERE `+where+` RETURNING `+accountCols, args...)
 		if err != nil {
 			return fmt.Errorf("sqlite: update account: %w", wrapErr(err))
 		}
@@ -148,6 +153,17 @@ func (s *Store) UpdateAccount(ctx context.Context, id string, p store.AccountPat
 		if !rows.Next() {
 			if err := rows.Err(); err != nil {
 				return fmt.Errorf("sqlite: update account: %w", wrapErr(err))
+			}
+			if p.Fence != nil {
+				rows.Close()
+				var epoch int64
+				if _, err := w.queryRow(`SELECT COALESCE((SELECT epoch FROM partition_leases WHERE partition_id = ?), 0)`,
+					[]any{p.Fence.Partition}, &epoch); err != nil {
+					return fmt.Errorf("sqlite: update account: read epoch of partition %d: %w", p.Fence.Partition, wrapErr(err))
+				}
+				if epoch != p.Fence.Epoch {
+					return store.FencedAccountError(id, *p.Fence, epoch)
+				}
 			}
 			return wamux.Errorf(wamux.ENotFound, "account %q not found", id)
 		}

@@ -15,6 +15,7 @@ import (
 func testFence(t *testing.T, newStore NewStore) {
 	t.Run("EpochsGrow", func(t *testing.T) { testEpochsGrow(t, newStore(t)) })
 	t.Run("Leases", func(t *testing.T) { testLeases(t, newStore(t)) })
+	t.Run("AccountPatch", func(t *testing.T) { testFencedAccountPatch(t, newStore(t)) })
 	t.Run("StaleFenceChangesNothing", func(t *testing.T) { testStaleFence(t, newStore(t)) })
 	t.Run("NewerAcquisitionFencesSendingAndAccepted", func(t *testing.T) { testFencedLifecycle(t, newStore(t)) })
 	t.Run("ConcurrentAcquisitions", func(t *testing.T) { testConcurrentAcquisitions(t, newStore(t)) })
@@ -102,6 +103,38 @@ func testLeases(t *testing.T, s store.Store) {
 	want := []lease{{2, 1, "node-a"}, {5, 2, "node-b"}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("leases = %+v, want %+v (by partition, the last holder)", got, want)
+	}
+}
+
+func testFencedAccountPatch(t *testing.T, s store.Store) {
+	_, err := s.CreateAccount(ctx(t), testAccount("acc1", "1001"))
+	must(t, err)
+	acquire(t, s, 3, "node-1")
+	acquire(t, s, 3, "node-2")
+	before, err := s.GetAccount(ctx(t), "acc1")
+	must(t, err)
+	disabled, reason := wamux.AccountDisabled, "131031: account locked"
+	_, err = s.UpdateAccount(ctx(t), "acc1", store.AccountPatch{State: &disabled, StateReason: &reason,
+		Fence: &store.Fence{Partition: 3, Epoch: 1}})
+	if !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("patch under a stale fence = %v; want an error wrapping ErrFenced", err)
+	}
+	after, err := s.GetAccount(ctx(t), "acc1")
+	must(t, err)
+	if after.State != before.State || !after.UpdatedAt.Equal(before.UpdatedAt) {
+		t.Fatalf("a refused patch changed the account: %+v, was %+v", after, before)
+	}
+	got, err := s.UpdateAccount(ctx(t), "acc1", store.AccountPatch{State: &disabled, StateReason: &reason,
+		Fence: &store.Fence{Partition: 3, Epoch: 2}})
+	must(t, err)
+	if got.State != wamux.AccountDisabled {
+		t.Fatalf("patch under the current fence left state %s", got.State)
+	}
+	_, err = s.UpdateAccount(ctx(t), "missing", store.AccountPatch{State: &disabled, Fence: &store.Fence{Partition: 3, Epoch: 2}})
+	wantCode(t, err, wamux.ENotFound)
+	_, err = s.UpdateAccount(ctx(t), "missing", store.AccountPatch{State: &disabled, Fence: &store.Fence{Partition: 4, Epoch: 1}})
+	if !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("patch of a missing account under a partition never acquired = %v; want ErrFenced", err)
 	}
 }
 
