@@ -14,7 +14,7 @@ import (
 )
 
 var (
-	rounds   = flag.Int("chaos.rounds", 3, "rounds to run, from seed -chaos.seed on")
+	rounds   = flag.Int("chaos.rounds", 5, "rounds to run, from seed -chaos.seed on")
 	seed     = flag.Uint64("chaos.seed", 0, "the first round's seed; 0 draws one from the clock")
 	messages = flag.Int("chaos.messages", 100, "messages per round")
 	store    = flag.String("chaos.store", "", "empty for SQLite, or a PostgreSQL URL: each round in a fresh schema there")
