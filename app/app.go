@@ -408,7 +408,8 @@ func (a *App) startDispatcher(ctx context.Context, u *undoStack, st store.Store,
 		Store: st, Provider: provider, Settings: set, Logger: a.log, Registry: a.registry, Ownership: own,
 	}
 	if cl != nil {
-		cfg.Limiter, cfg.Pairs, cfg.AppPause, cfg.ReloadInterval = cl.limiter, cl.pairs, cl.appPause, clusterReload
+		cfg.Limiter, cfg.Pairs, cfg.AppPause, cfg.Departures = cl.limiter, cl.pairs, cl.appPause, cl.depart
+		cfg.ReloadInterval = clusterReload
 	}
 	disp, err := outbound.New(cfg)
 	if err != nil {

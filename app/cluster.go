@@ -71,6 +71,7 @@ type clusterParts struct {
 	limiter  *ratelimit.Fallback
 	pairs    ratelimit.Pairs
 	appPause ratelimit.AppPause
+	depart   ratelimit.Departures
 	bloom    receipts.Filter
 	// stopShare ends the settings fan-out, stopFollow the dispatcher's
 	// subscriptions to other nodes' announcements.
@@ -140,7 +141,8 @@ func (a *App) connectRedis(ctx context.Context) (*redis.Client, error) {
 
 // buildRedisParts builds the shared limiter (behind a Fallback that
 // limits on its own while Redis is away), the pair limiter, the app
-// pause, the receipt Bloom filter and the notifier.
+// pause, the departure schedule, the receipt Bloom filter and the
+// notifier.
 func (c *clusterParts) buildRedisParts(ctx context.Context, a *App, keys *seal.Keyring) error {
 	prefix := a.cfg.RedisPrefix
 	shared, err := redislimit.New(redislimit.Config{Client: c.redis, Prefix: prefix})
@@ -172,6 +174,14 @@ func (c *clusterParts) buildRedisParts(ctx context.Context, a *App, keys *seal.K
 	c.appPause, err = ratelimit.NewAppPauseFallback(ratelimit.AppPauseFallbackConfig{Shared: sharedPause, Logger: a.log, Registry: a.registry})
 	if err != nil {
 		return fmt.Errorf("app: app pause fallback: %w", err)
+	}
+	sharedDepart, err := redislimit.NewDepartures(redislimit.DeparturesConfig{Client: c.redis, Prefix: prefix})
+	if err != nil {
+		return fmt.Errorf("app: redis departure schedule: %w", err)
+	}
+	c.depart, err = ratelimit.NewDeparturesFallback(ratelimit.DeparturesFallbackConfig{Shared: sharedDepart, Logger: a.log, Registry: a.registry})
+	if err != nil {
+		return fmt.Errorf("app: departure schedule fallback: %w", err)
 	}
 	bloomCfg := a.bloomConfig()
 	bctx, cancel := context.WithTimeout(ctx, a.clusterTimeout())

@@ -97,7 +97,7 @@ func TestClusterNodeRidesOutRedisLoss(t *testing.T) {
 	}
 	degraded := func(want float64) error {
 		_, body := get(t, a, "/metrics")
-		for _, what := range []string{"limiter", "pairs"} {
+		for _, what := range []string{"limiter", "pairs", "departures"} {
 			if got := gauge(body, `wamux_ratelimit_degraded{what="`+what+`"}`); got != want {
 				return fmt.Errorf("wamux_ratelimit_degraded{what=%q} = %v, want %v", what, got, want)
 			}

@@ -79,6 +79,11 @@ type Config struct {
 	// account down while its app is paused. nil: a code 4 pauses the
 	// app's accounts on this node only.
 	AppPause ratelimit.AppPause
+	// Departures books when each request leaves (redislimit.Departures
+	// behind a ratelimit.DeparturesFallback in a cluster, so that nodes
+	// handing an account over share its schedule); nil builds an
+	// in-process ratelimit.LocalDepartures.
+	Departures ratelimit.Departures
 	// Ownership says which accounts this node works on: only the
 	// accounts of held partitions have a worker here (queue, reorder
 	// buffer, sends), started when Watch tells a partition is assigned
@@ -117,6 +122,7 @@ type Dispatcher struct {
 	limiter  *ratelimit.Adaptive
 	pairs    ratelimit.Pairs
 	appPause appPauses
+	depart   ratelimit.Departures
 	own      ownership.Ownership
 	unwatch  func() // ends the watch of own (Start)
 	maxIn    int
@@ -208,6 +214,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		limiter:  adaptive,
 		pairs:    pairs,
 		appPause: appPauses{shared: cfg.AppPause, seen: make(map[string]appPauseRead)},
+		depart:   cfg.Departures,
 		maxIn:    cfg.MaxInflight,
 		workers:  make(map[string]*worker),
 		accounts: make(map[string]wamux.Account),
@@ -217,6 +224,9 @@ func New(cfg Config) (*Dispatcher, error) {
 		reloads:  make(chan struct{}, 1),
 	}
 	d.revokeDrain, d.reloadEvery = cfg.RevokeDrain, cfg.ReloadInterval
+	if d.depart == nil {
+		d.depart = ratelimit.NewLocalDepartures(cfg.Clock)
+	}
 	if tc, ok := cfg.Clock.(timerClock); ok {
 		d.timers = tc
 	}

@@ -71,16 +71,23 @@ func (w *worker) send(it *item) (action, time.Duration) {
 // time on the account's departure schedule: the bucket granted it when it
 // was dispatched, and the write since takes varying time, so requests
 // would otherwise leave bunched. The schedule runs at the account's
-// effective rate with its burst as slack (ratelimit.Pacer). A stopping
+// effective rate with its burst as slack (ratelimit.Departures: in a
+// cluster one schedule for every node the account passes through). A
+// failed booking lets the request leave at once: the bucket granted it.
+// A stopping
 // dispatcher still lets it leave at its time, not at once: the stop's
 // requests leaving together would pass the provider's limit. The wait is
 // then also bounded by the same duration on the wall clock, so a test
 // clock that no longer moves cannot hold a stop.
 func (w *worker) awaitDeparture() {
 	lim := w.d.limiter.Limit(w.id)
-	now := w.d.clock.Now()
-	wait := w.leave.Reserve(now, lim.EffectiveRate, lim.Burst).Sub(now)
-	if wait <= 0 {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	wait, err := w.d.depart.Reserve(ctx, w.id, lim.EffectiveRate, lim.Burst)
+	cancel()
+	if err != nil {
+		w.d.log.Warn("book a departure", "account_id", w.id, "err", err)
+	}
+	if err != nil || wait <= 0 {
 		return
 	}
 	due := make(chan struct{})

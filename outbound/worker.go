@@ -89,9 +89,6 @@ type worker struct {
 	inflight int
 	// latency times the provider calls, for maxInflight.
 	latency callLatency
-	// leave schedules when the provider calls leave (awaitDeparture);
-	// the send goroutines share it.
-	leave ratelimit.Pacer
 	// calls mirrors inflight for readers outside run (tests): attempts
 	// launched and not yet completed.
 	calls    atomic.Int32

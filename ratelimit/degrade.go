@@ -14,7 +14,7 @@ import (
 
 // degradedHelp is the help of wamux_ratelimit_degraded, one for every
 // part that exports it: gauges of one name must agree on their help.
-const degradedHelp = "1 while the shared (Redis) state of the part named by what (limiter, pairs, pause) does not answer and this node keeps it in process."
+const degradedHelp = "1 while the shared (Redis) state of the part named by what (limiter, pairs, pause, departures) does not answer and this node keeps it in process."
 
 // degradation is the mode a fallback shares between its callers: whether
 // the shared state answers and, while it does not, when to ask it next.

@@ -34,3 +34,9 @@ func TestAdaptiveConformance(t *testing.T) {
 		return a
 	})
 }
+
+func TestLocalDeparturesConformance(t *testing.T) {
+	ratelimittest.RunDepartures(t, func(t *testing.T, c wamux.Clock) ratelimit.Departures {
+		return ratelimit.NewLocalDepartures(c)
+	}, ratelimittest.DeparturesOptions{})
+}
